@@ -1,0 +1,173 @@
+"""Reading documents from files and iterables, streamed (never loaded whole).
+
+Supported inputs: an iterable of ``str`` (one document each) or paths:
+
+* ``.txt`` (one document per file),
+* ``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst`` (one JSON object per line, field ``"text"``),
+* ``.parquet`` (column ``"text"``, needs ``pyarrow``).
+
+A ``.txt.gz`` file is one gzip-compressed document. Files must be UTF-8; invalid UTF-8 raises
+:class:`cnfmce.errors.CorpusError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+from pathlib import Path
+from typing import IO, Iterable, Iterator, List, Sequence, Union
+
+from .errors import CorpusError
+
+__all__ = ["PathLike", "Inputs", "is_path_list", "iter_documents", "iter_file", "open_binary"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+Inputs = Union[Iterable[str], Sequence[PathLike]]
+
+_JSONL = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".json.gz", ".ndjson")
+
+
+def open_binary(path: PathLike) -> IO[bytes]:
+    """Opens ``path`` for reading bytes, decompressing ``.gz`` and ``.zst`` transparently."""
+    p = os.fspath(path)
+    if p.endswith(".gz"):
+        return gzip.open(p, "rb")
+    if p.endswith(".zst"):
+        try:
+            import zstandard
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise CorpusError(f"{p}: reading .zst files needs the zstandard package "
+                              "(pip install 'cnfmce[formats]')") from e
+        fh = open(p, "rb")
+        return zstandard.ZstdDecompressor().stream_reader(fh, closefd=True)  # type: ignore[return-value]
+    return open(p, "rb")
+
+
+def is_path_list(inputs: object) -> bool:
+    """True when ``inputs`` is a single path or a list/tuple of paths (not of documents)."""
+    if isinstance(inputs, (str, bytes)):
+        return False
+    if isinstance(inputs, os.PathLike):
+        return True
+    if isinstance(inputs, (list, tuple)) and inputs:
+        return all(isinstance(x, os.PathLike) for x in inputs) or all(
+            isinstance(x, str) and _looks_like_path(x) for x in inputs)
+    return False
+
+
+def _looks_like_path(s: str) -> bool:
+    if "\n" in s or len(s) > 4096:
+        return False
+    return s.lower().endswith((".txt", ".txt.gz", ".parquet") + _JSONL)
+
+
+def iter_file(path: PathLike) -> Iterator[str]:
+    """Yields the documents of one file."""
+    p = os.fspath(path)
+    low = p.lower()
+    if not os.path.exists(p):
+        raise FileNotFoundError(f"no such file: {p}")
+    if os.path.isdir(p):
+        raise CorpusError(f"{p} is a directory; pass the files in it")
+    if low.endswith(".parquet"):
+        yield from _iter_parquet(p)
+    elif low.endswith(_JSONL):
+        yield from _iter_jsonl(p)
+    elif low.endswith((".txt", ".txt.gz", ".md", ".text")):
+        with open_binary(p) as fh:
+            data = _read_all(fh, p)
+        try:
+            yield data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CorpusError(f"{p}: not valid UTF-8 at byte {e.start}") from None
+    else:
+        raise CorpusError(f"{p}: unsupported input type; use .txt, .jsonl, .jsonl.gz, "
+                          ".jsonl.zst or .parquet")
+
+
+def _read_all(fh: IO[bytes], p: str) -> bytes:
+    try:
+        return fh.read()
+    except (EOFError, gzip.BadGzipFile, OSError) as e:
+        raise CorpusError(f"{p}: cannot read ({e})") from None
+
+
+def _iter_jsonl(p: str) -> Iterator[str]:
+    with open_binary(p) as raw:
+        fh = io.BufferedReader(raw, 1 << 20) if not isinstance(raw, io.BufferedReader) else raw
+        lineno = 0
+        while True:
+            try:
+                line = fh.readline()
+            except (EOFError, gzip.BadGzipFile, OSError) as e:
+                raise CorpusError(f"{p}: cannot read after line {lineno} ({e})") from None
+            if not line:
+                break
+            lineno += 1
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except UnicodeDecodeError:
+                raise CorpusError(f"{p}:{lineno}: not valid UTF-8") from None
+            except ValueError as e:
+                raise CorpusError(f"{p}:{lineno}: malformed JSON ({e})") from None
+            if not isinstance(obj, dict) or "text" not in obj:
+                raise CorpusError(f"{p}:{lineno}: expected a JSON object with a \"text\" field")
+            text = obj["text"]
+            if not isinstance(text, str):
+                raise CorpusError(f"{p}:{lineno}: \"text\" is not a string")
+            yield text
+
+
+def _iter_parquet(p: str) -> Iterator[str]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise CorpusError(f"{p}: reading .parquet needs pyarrow (pip install 'cnfmce[formats]')") from e
+    try:
+        pf = pq.ParquetFile(p)
+    except Exception as e:  # pyarrow raises its own error types
+        raise CorpusError(f"{p}: not a readable parquet file ({e})") from None
+    if "text" not in pf.schema_arrow.names:
+        raise CorpusError(f"{p}: no \"text\" column (columns: {pf.schema_arrow.names})")
+    for batch in pf.iter_batches(columns=["text"], batch_size=4096):
+        for t in batch.column(0).to_pylist():
+            if t is not None:
+                yield t
+
+
+def iter_documents(inputs: Inputs) -> Iterator[str]:
+    """Yields documents from a path, a list of paths, or an iterable of strings."""
+    if isinstance(inputs, (str, os.PathLike)) and is_path_list([inputs]):
+        yield from iter_file(inputs)  # a single path
+        return
+    if is_path_list(inputs):
+        for p in inputs:  # type: ignore[union-attr]
+            yield from iter_file(p)
+        return
+    if isinstance(inputs, (str, bytes)):
+        raise TypeError("inputs must be an iterable of documents or a list of paths, not a single "
+                        "string (wrap one document in a list)")
+    try:
+        it = iter(inputs)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"inputs must be an iterable of str or a list of paths, "
+                        f"got {type(inputs).__name__}") from None
+    for k, doc in enumerate(it):
+        if not isinstance(doc, str):
+            raise TypeError(f"document {k} is {type(doc).__name__}, expected str")
+        yield doc
+
+
+def list_paths(inputs: Sequence[PathLike]) -> List[Path]:
+    """The input paths as ``Path`` objects, checking that they exist."""
+    out = []
+    for p in inputs:
+        path = Path(p)
+        if not path.exists():
+            raise FileNotFoundError(f"no such file: {path}")
+        out.append(path)
+    return out

@@ -1,0 +1,34 @@
+"""Exceptions raised by cnfmce.
+
+Every error is also an instance of the built-in exception a caller would expect, so code written
+against ``ValueError``/``KeyError``/``OSError`` keeps working.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CnfmceError", "UnknownIdError", "TokenizerFileError", "CorpusError"]
+
+
+class CnfmceError(Exception):
+    """Base class of the errors raised by cnfmce."""
+
+
+class UnknownIdError(CnfmceError, KeyError, ValueError):
+    """A token id that is neither a regular nor a special token of the tokenizer."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else "unknown token id"
+
+
+class TokenizerFileError(CnfmceError, ValueError, OSError):
+    """A tokenizer or counts file that is truncated, corrupt or of an unsupported kind."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "bad tokenizer file"
+
+
+class CorpusError(CnfmceError, ValueError, OSError):
+    """A training or evaluation input that cannot be read (bad encoding, malformed line, ...)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "bad corpus input"

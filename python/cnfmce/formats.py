@@ -1,0 +1,255 @@
+"""Tokenizer files: the project's own format, tiktoken files and Hugging Face ``tokenizer.json``.
+
+The project's own file (``Tokenizer.save``) is JSON, optionally gzip-compressed when the name ends
+in ``.gz``::
+
+    {
+      "format": "cnfmce",              # fixed
+      "version": 1,                    # format version
+      "options": {"algorithm": "mce", "boundary_penalty": 0.05, "token_preference": true},
+      "tokens": ["AA==", "AQ==", ...],  # base64 of each regular token's bytes
+      "ids": [0, 1, ...],              # optional: the id of each entry of "tokens"
+                                       #   (absent: the list index)
+      "special_tokens": {"<|endoftext|>": 50000},
+      "metadata": {...}                # free-form (training parameters, ...)
+    }
+
+``boundary_penalty`` is a number, or the string ``"inf"`` when partial crossings are forbidden.
+Reading never executes anything from the file.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import gzip
+import json
+import math
+import os
+import zlib
+from typing import Any, Dict, List, Optional, Tuple
+
+from .errors import TokenizerFileError
+
+__all__ = [
+    "FORMAT_NAME", "FORMAT_VERSION", "read_bytes", "write_bytes_atomic", "parse_tiktoken",
+    "parse_hf", "parse_native", "parse_native_bytes", "dump_native", "bytes_to_unicode",
+]
+
+FORMAT_NAME = "cnfmce"
+FORMAT_VERSION = 1
+
+
+def read_bytes(path: "os.PathLike[str] | str") -> bytes:
+    """Reads a whole file, gunzipping ``.gz`` (or any gzip data); corrupt data raises
+    :class:`TokenizerFileError`, a missing file ``FileNotFoundError``."""
+    p = os.fspath(path)
+    if not os.path.exists(p):
+        raise FileNotFoundError(f"no such file: {p}")
+    if os.path.isdir(p):
+        raise TokenizerFileError(f"{p} is a directory, not a tokenizer file")
+    with open(p, "rb") as fh:
+        data = fh.read()
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (EOFError, OSError, zlib.error) as e:
+            raise TokenizerFileError(f"{p}: truncated or corrupt gzip data ({e})") from None
+    elif p.endswith(".gz"):
+        raise TokenizerFileError(f"{p}: named .gz but is not gzip data")
+    return data
+
+
+def write_bytes_atomic(path: "os.PathLike[str] | str", data: bytes) -> None:
+    """Writes ``data`` to ``path`` through a temporary file and a rename, so an interrupted write
+    never leaves a partial file behind; gzip-compresses when the name ends in ``.gz``."""
+    p = os.fspath(path)
+    if p.endswith(".gz"):
+        data = gzip.compress(data, compresslevel=6, mtime=0)
+    tmp = f"{p}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _load_json(data: bytes, p: str) -> Any:
+    try:
+        return json.loads(data)
+    except UnicodeDecodeError:
+        raise TokenizerFileError(f"{p}: not UTF-8 JSON") from None
+    except ValueError as e:
+        raise TokenizerFileError(f"{p}: truncated or malformed JSON ({e})") from None
+
+
+# --- tiktoken -----------------------------------------------------------------------------------
+
+def parse_tiktoken(path: "os.PathLike[str] | str") -> Tuple[List[int], List[bytes]]:
+    """Parses a tiktoken file: one ``<base64 token> <rank>`` per line; rank = id."""
+    p = os.fspath(path)
+    data = read_bytes(p)
+    ids: List[int] = []
+    toks: List[bytes] = []
+    for lineno, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise TokenizerFileError(f"{p}:{lineno}: expected '<base64 token> <rank>'")
+        try:
+            tok = base64.b64decode(parts[0], validate=True)
+            rank = int(parts[1])
+        except (binascii.Error, ValueError):
+            raise TokenizerFileError(f"{p}:{lineno}: bad base64 token or rank") from None
+        if rank < 0 or not tok:
+            raise TokenizerFileError(f"{p}:{lineno}: negative rank or empty token")
+        ids.append(rank)
+        toks.append(tok)
+    if not toks:
+        raise TokenizerFileError(f"{p}: no tokens in file")
+    return ids, toks
+
+
+# --- Hugging Face tokenizer.json ------------------------------------------------------------------
+
+def bytes_to_unicode() -> Dict[int, str]:
+    """GPT-2's byte-to-unicode alphabet used by byte-level BPE vocabularies."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+def parse_hf(path: "os.PathLike[str] | str") -> Tuple[List[int], List[bytes], Dict[str, int]]:
+    """Parses a byte-level BPE ``tokenizer.json``: ``model.vocab`` gives the regular tokens (GPT-2
+    byte alphabet); ``added_tokens`` marked special become special tokens, other added tokens
+    become regular tokens. Returns (ids, tokens, special_tokens)."""
+    p = os.fspath(path)
+    doc = _load_json(read_bytes(p), p)
+    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
+        raise TokenizerFileError(f"{p}: not a Hugging Face tokenizer.json (no \"model\")")
+    model = doc["model"]
+    mtype = model.get("type")
+    vocab = model.get("vocab")
+    if mtype not in (None, "BPE") or not isinstance(vocab, dict):
+        raise TokenizerFileError(
+            f"{p}: unsupported tokenizer.json: model type {mtype!r}; only byte-level BPE "
+            "vocabularies (a \"vocab\" mapping in the GPT-2 byte alphabet) are supported")
+    inverse = {c: b for b, c in bytes_to_unicode().items()}
+    by_id: Dict[int, bytes] = {}
+    for s, i in vocab.items():
+        if not isinstance(s, str) or not isinstance(i, int) or isinstance(i, bool) or i < 0:
+            raise TokenizerFileError(f"{p}: bad vocab entry {s!r}: {i!r}")
+        try:
+            b = bytes(inverse[c] for c in s)
+        except KeyError:
+            raise TokenizerFileError(
+                f"{p}: unsupported tokenizer.json: token {s!r} is not in the GPT-2 byte-level "
+                "alphabet (only byte-level BPE vocabularies are supported)") from None
+        if i in by_id:
+            raise TokenizerFileError(f"{p}: id {i} is used twice in model.vocab")
+        by_id[i] = b
+    specials: Dict[str, int] = {}
+    added = doc.get("added_tokens") or []
+    if not isinstance(added, list):
+        raise TokenizerFileError(f"{p}: \"added_tokens\" is not a list")
+    present = {b: i for i, b in by_id.items()}
+    for a in added:
+        if not isinstance(a, dict) or not isinstance(a.get("content"), str) or \
+                not isinstance(a.get("id"), int):
+            raise TokenizerFileError(f"{p}: bad added_tokens entry {a!r}")
+        content, i = a["content"], a["id"]
+        b = content.encode("utf-8")
+        if a.get("special"):
+            if i in by_id:  # a special token listed in the model vocab too: it is special
+                del present[by_id.pop(i)]
+            specials[content] = i
+        elif present.get(b) == i:
+            continue
+        elif b not in present and i not in by_id and b:
+            by_id[i] = b
+            present[b] = i
+        else:
+            specials[content] = i
+    ids = sorted(by_id)
+    return ids, [by_id[i] for i in ids], specials
+
+
+# --- the project's own format -------------------------------------------------------------------
+
+def dump_native(ids: List[int], tokens: List[bytes], specials: Dict[str, int],
+                options: Dict[str, Any], metadata: Optional[Dict[str, Any]] = None) -> bytes:
+    """Serializes a tokenizer to the JSON format described in this module's docstring."""
+    opts = dict(options)
+    if math.isinf(opts.get("boundary_penalty", 0.0)):
+        opts["boundary_penalty"] = "inf"
+    doc: Dict[str, Any] = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "options": opts,
+        "tokens": [base64.b64encode(t).decode("ascii") for t in tokens],
+    }
+    if ids != list(range(len(ids))):
+        doc["ids"] = list(ids)
+    doc["special_tokens"] = dict(specials)
+    doc["metadata"] = metadata or {}
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def parse_native(path: "os.PathLike[str] | str"
+                 ) -> Tuple[List[int], List[bytes], Dict[str, int], Dict[str, Any], Dict[str, Any]]:
+    """Reads a file written by ``Tokenizer.save``; returns (ids, tokens, specials, options,
+    metadata)."""
+    p = os.fspath(path)
+    return parse_native_bytes(read_bytes(p), p)
+
+
+def parse_native_bytes(data: bytes, p: str = "<bytes>"
+                       ) -> Tuple[List[int], List[bytes], Dict[str, int], Dict[str, Any], Dict[str, Any]]:
+    """``parse_native`` on the file's (uncompressed) contents; ``p`` names it in errors."""
+    doc = _load_json(data, p)
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
+        raise TokenizerFileError(f"{p}: not a cnfmce tokenizer file (use Tokenizer.from_tiktoken "
+                                 "or Tokenizer.from_hf for other formats)")
+    version = doc.get("version")
+    if not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
+        raise TokenizerFileError(f"{p}: unsupported format version {version!r} "
+                                 f"(this cnfmce reads version {FORMAT_VERSION})")
+    toks = doc.get("tokens")
+    if not isinstance(toks, list):
+        raise TokenizerFileError(f"{p}: \"tokens\" missing or not a list")
+    try:
+        tokens = [base64.b64decode(t, validate=True) for t in toks]
+    except (binascii.Error, TypeError, ValueError):
+        raise TokenizerFileError(f"{p}: a token is not valid base64") from None
+    ids = doc.get("ids", None)
+    if ids is None:
+        ids = list(range(len(tokens)))
+    elif not isinstance(ids, list) or len(ids) != len(tokens) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 2**32 - 1 for i in ids):
+        raise TokenizerFileError(f"{p}: \"ids\" must be a list of non-negative ints, one per token")
+    specials = doc.get("special_tokens", {})
+    if not isinstance(specials, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**32 - 1
+            for k, v in specials.items()):
+        raise TokenizerFileError(f"{p}: \"special_tokens\" must map strings to ids")
+    options = doc.get("options", {})
+    if not isinstance(options, dict):
+        raise TokenizerFileError(f"{p}: \"options\" must be an object")
+    options = dict(options)
+    if options.get("boundary_penalty") == "inf":
+        options["boundary_penalty"] = math.inf
+    metadata = doc.get("metadata", {})
+    return ids, tokens, specials, options, metadata if isinstance(metadata, dict) else {}

@@ -1,0 +1,365 @@
+"""The :class:`Tokenizer`: a byte vocabulary, special tokens and an encoding algorithm.
+
+Encoding runs in the Rust core (``cnfmce._core``): min-cost encoding (MCE) by default, forward
+maximum matching (FMM) on request. See ``SPEC.md`` section 2 for the exact definition.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import (AbstractSet, Any, Collection, Dict, Iterable, List, Literal, Mapping,
+                    Optional, Sequence, Tuple, Union)
+
+from . import _core
+from . import formats
+from .errors import TokenizerFileError, UnknownIdError
+
+__all__ = ["Tokenizer", "AllowedSpecial"]
+
+AllowedSpecial = Union[Literal["all"], AbstractSet[str], Collection[str]]
+SpecialTokens = Union[Mapping[str, int], Sequence[str], None]
+
+_DEFAULTS: Dict[str, Any] = {"algorithm": "mce", "boundary_penalty": 0.05, "token_preference": True}
+
+
+def _check_options(algorithm: Any, boundary_penalty: Any, token_preference: Any) -> Dict[str, Any]:
+    if algorithm not in ("mce", "fmm"):
+        raise ValueError(f'algorithm must be "mce" or "fmm", got {algorithm!r}')
+    if isinstance(boundary_penalty, bool) or not isinstance(boundary_penalty, (int, float)):
+        raise TypeError(f"boundary_penalty must be a number, got {type(boundary_penalty).__name__}")
+    bp = float(boundary_penalty)
+    if math.isnan(bp) or bp < 0:
+        raise ValueError(f"boundary_penalty must be >= 0 (math.inf forbids partial crossings), got {bp}")
+    if not isinstance(token_preference, bool):
+        raise TypeError(f"token_preference must be True or False, got {token_preference!r}")
+    return {"algorithm": algorithm, "boundary_penalty": bp, "token_preference": token_preference}
+
+
+def _special_pairs(special_tokens: SpecialTokens, next_id: int) -> List[Tuple[bytes, int]]:
+    """(bytes, id) pairs from a mapping str -> id, or a sequence of str given ids from next_id."""
+    if special_tokens is None:
+        return []
+    if isinstance(special_tokens, str):
+        raise TypeError("special_tokens must be a mapping or a sequence of strings, not a string")
+    if isinstance(special_tokens, Mapping):
+        items = list(special_tokens.items())
+    else:
+        items = [(s, next_id + k) for k, s in enumerate(special_tokens)]
+    out = []
+    for s, i in items:
+        if not isinstance(s, str):
+            raise TypeError(f"special tokens must be str, got {type(s).__name__}")
+        if not s:
+            raise ValueError("a special token is empty")
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < 2**32 - 1:
+            raise ValueError(f"special token {s!r} has a bad id {i!r}")
+        out.append((s.encode("utf-8"), i))
+    return out
+
+
+class Tokenizer:
+    """A tokenizer over a byte vocabulary.
+
+    Build one with :meth:`from_tokens`, :meth:`from_tiktoken`, :meth:`from_hf`, :meth:`load` or
+    :func:`cnfmce.train`. Every constructor takes the options ``algorithm`` (``"mce"`` or
+    ``"fmm"``), ``boundary_penalty`` (λ, default 0.05) and ``token_preference`` (ε on or off),
+    which :meth:`save` keeps and :meth:`load` restores.
+
+    Tokenizers are immutable and thread-safe; they pickle (through :meth:`to_bytes`).
+    """
+
+    __slots__ = ("_core", "_specials", "_matchers", "metadata")
+
+    def __init__(self, core: "_core.CoreTokenizer", metadata: Optional[Dict[str, Any]] = None):
+        """Wraps a core tokenizer; use the ``from_*`` constructors instead."""
+        if not isinstance(core, _core.CoreTokenizer):
+            raise TypeError("use Tokenizer.from_tokens / from_tiktoken / from_hf / load or cnfmce.train")
+        self._core = core
+        self._specials: Dict[str, int] = {b.decode("utf-8"): i for b, i in core.specials()}
+        self._matchers: Dict[Any, Any] = {}
+        self.metadata: Dict[str, Any] = dict(metadata or {})
+
+    # --- constructors -------------------------------------------------------------------------
+
+    @classmethod
+    def _build(cls, tokens: List[bytes], ids: Optional[List[int]], specials: List[Tuple[bytes, int]],
+               options: Dict[str, Any], metadata: Optional[Dict[str, Any]] = None) -> "Tokenizer":
+        core = _core.CoreTokenizer(tokens, ids, specials, options["algorithm"],
+                                   options["boundary_penalty"], options["token_preference"])
+        return cls(core, metadata)
+
+    @classmethod
+    def from_tokens(cls, tokens: Sequence[bytes], *, special_tokens: SpecialTokens = None,
+                    algorithm: str = "mce", boundary_penalty: float = 0.05,
+                    token_preference: bool = True) -> "Tokenizer":
+        """A tokenizer whose token ``i`` is ``tokens[i]``.
+
+        ``tokens`` must hold every single byte ``bytes([b])`` and no duplicates. ``special_tokens``
+        is a mapping ``str -> id`` or a list of strings that get the ids after the last token.
+        """
+        if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Iterable):
+            raise TypeError("tokens must be a list of bytes")
+        toks = list(tokens)
+        for k, t in enumerate(toks):
+            if not isinstance(t, bytes):
+                raise TypeError(f"token {k} is {type(t).__name__}, expected bytes")
+        opts = _check_options(algorithm, boundary_penalty, token_preference)
+        return cls._build(toks, None, _special_pairs(special_tokens, len(toks)), opts)
+
+    @classmethod
+    def from_tiktoken(cls, path: "os.PathLike[str] | str", *, special_tokens: SpecialTokens = None,
+                      algorithm: str = "mce", boundary_penalty: float = 0.05,
+                      token_preference: bool = True) -> "Tokenizer":
+        """Loads a tiktoken vocabulary file (``<base64 token> <rank>`` per line; rank = id).
+
+        tiktoken files do not list special tokens; pass them as ``special_tokens`` (e.g.
+        ``{"<|endoftext|>": 199999}`` for o200k_base). Gzip-compressed files are accepted.
+        """
+        opts = _check_options(algorithm, boundary_penalty, token_preference)
+        ids, toks = formats.parse_tiktoken(path)
+        return cls._build(toks, ids, _special_pairs(special_tokens, max(ids) + 1), opts)
+
+    @classmethod
+    def from_hf(cls, path: "os.PathLike[str] | str", *, algorithm: str = "mce",
+                boundary_penalty: float = 0.05, token_preference: bool = True) -> "Tokenizer":
+        """Loads the vocabulary of a Hugging Face ``tokenizer.json`` (byte-level BPE).
+
+        ``model.vocab`` gives the ids (GPT-2 byte-to-unicode alphabet); ``added_tokens`` marked
+        special become special tokens, other added tokens regular tokens. Merges, normalizers and
+        pre-tokenizers are not used: MCE needs only the vocabulary. Gzip-compressed files are
+        accepted.
+        """
+        opts = _check_options(algorithm, boundary_penalty, token_preference)
+        ids, toks, specials = formats.parse_hf(path)
+        return cls._build(toks, ids, _special_pairs(specials, 0), opts)
+
+    @classmethod
+    def load(cls, path: "os.PathLike[str] | str", *, algorithm: Optional[str] = None,
+             boundary_penalty: Optional[float] = None,
+             token_preference: Optional[bool] = None) -> "Tokenizer":
+        """Reads a file written by :meth:`save` (JSON, gzip-compressed when it ends in ``.gz``).
+
+        The saved options are restored; options given here override them.
+        """
+        return cls._from_native(formats.parse_native(path), os.fspath(path),
+                                algorithm, boundary_penalty, token_preference)
+
+    @classmethod
+    def _from_native(cls, parsed: Tuple[Any, ...], path: str, algorithm: Optional[str] = None,
+                     boundary_penalty: Optional[float] = None,
+                     token_preference: Optional[bool] = None) -> "Tokenizer":
+        ids, toks, specials, options, metadata = parsed
+        merged = dict(_DEFAULTS)
+        merged.update({k: v for k, v in options.items() if k in _DEFAULTS})
+        for k, v in (("algorithm", algorithm), ("boundary_penalty", boundary_penalty),
+                     ("token_preference", token_preference)):
+            if v is not None:
+                merged[k] = v
+        try:
+            opts = _check_options(**merged)
+        except (TypeError, ValueError) as e:
+            raise TokenizerFileError(f"{path}: bad options ({e})") from None
+        try:
+            return cls._build(toks, ids, _special_pairs(specials, 0), opts, metadata)
+        except ValueError as e:
+            raise TokenizerFileError(f"{path}: {e}") from None
+
+    def with_options(self, *, algorithm: Optional[str] = None, boundary_penalty: Optional[float] = None,
+                     token_preference: Optional[bool] = None) -> "Tokenizer":
+        """A tokenizer over the same vocabulary with some options changed."""
+        opts = _check_options(algorithm if algorithm is not None else self.algorithm,
+                               self.boundary_penalty if boundary_penalty is None else boundary_penalty,
+                               self.token_preference if token_preference is None else token_preference)
+        core = self._core.with_options(opts["algorithm"], opts["boundary_penalty"],
+                                       opts["token_preference"])
+        return Tokenizer(core, self.metadata)
+
+    # --- saving -------------------------------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        """The tokenizer in the JSON file format of :mod:`cnfmce.formats` (uncompressed)."""
+        ids, toks = self._core.tokens()
+        return formats.dump_native(ids, toks, self._specials, self.options, self.metadata)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Tokenizer":
+        """The inverse of :meth:`to_bytes`."""
+        return cls._from_native(formats.parse_native_bytes(data), "<bytes>")
+
+    def save(self, path: "os.PathLike[str] | str") -> None:
+        """Writes the vocabulary, special tokens, options and metadata to one versioned JSON file
+        (gzip-compressed when ``path`` ends in ``.gz``). The write is atomic."""
+        formats.write_bytes_atomic(path, self.to_bytes())
+
+    def __getstate__(self) -> bytes:
+        return self.to_bytes()
+
+    def __setstate__(self, state: bytes) -> None:
+        other = Tokenizer.from_bytes(state)
+        self._core = other._core
+        self._specials = other._specials
+        self._matchers = {}
+        self.metadata = other.metadata
+
+    # --- encoding -----------------------------------------------------------------------------
+
+    def _matcher(self, allowed_special: AllowedSpecial) -> Any:
+        if allowed_special == "all":
+            key: Any = "all"
+        elif isinstance(allowed_special, str):
+            raise ValueError('allowed_special must be "all" or a set of special-token strings')
+        else:
+            try:
+                key = frozenset(allowed_special)
+            except TypeError:
+                raise TypeError('allowed_special must be "all" or a set of strings') from None
+            if not key:
+                return None
+        m = self._matchers.get(key)
+        if m is None:
+            if key == "all":
+                if not self._specials:
+                    return None
+                m = self._core.matcher(None)
+            else:
+                unknown = [s for s in key if s not in self._specials]
+                if unknown:
+                    raise ValueError(f"not special tokens of this tokenizer: {sorted(map(repr, unknown))}")
+                m = self._core.matcher([self._specials[s] for s in key])
+            self._matchers[key] = m
+        return m
+
+    def encode(self, text: str, *, allowed_special: AllowedSpecial = frozenset()) -> List[int]:
+        """Encodes ``text`` to token ids.
+
+        Special tokens in the text are matched only when allowed (``"all"`` or a set of their
+        strings); otherwise their text is encoded like any other text.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"encode takes str, got {type(text).__name__} (use encode_bytes for bytes)")
+        return self._core.encode(text, self._matcher(allowed_special))
+
+    def encode_ordinary(self, text: str) -> List[int]:
+        """Encodes ``text`` treating special-token text as ordinary text."""
+        return self.encode(text)
+
+    def encode_bytes(self, data: Union[bytes, bytearray, memoryview], *,
+                     allowed_special: AllowedSpecial = frozenset()) -> List[int]:
+        """Encodes arbitrary bytes (invalid UTF-8 included); ``decode_bytes`` gives them back."""
+        if isinstance(data, (bytearray, memoryview)):
+            data = bytes(data)
+        if not isinstance(data, bytes):
+            raise TypeError(f"encode_bytes takes bytes, got {type(data).__name__}")
+        return self._core.encode_bytes(data, self._matcher(allowed_special))
+
+    def encode_batch(self, texts: Sequence[str], *, allowed_special: AllowedSpecial = frozenset(),
+                     num_threads: Optional[int] = None) -> List[List[int]]:
+        """Encodes many texts in parallel (all cores, or ``num_threads``); equal to ``encode`` on
+        each text."""
+        if isinstance(texts, (str, bytes)):
+            raise TypeError("encode_batch takes a list of str, not a single string")
+        texts = list(texts)
+        for k, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"text {k} is {type(t).__name__}, expected str")
+        if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
+            raise ValueError("num_threads must be a positive int or None")
+        return self._core.encode_batch(texts, self._matcher(allowed_special), num_threads)
+
+    def encode_bytes_batch(self, items: Sequence[bytes], *, num_threads: Optional[int] = None
+                           ) -> List[List[int]]:
+        """``encode_bytes`` over many inputs in parallel."""
+        items = [bytes(x) if isinstance(x, (bytearray, memoryview)) else x for x in items]
+        for k, t in enumerate(items):
+            if not isinstance(t, bytes):
+                raise TypeError(f"item {k} is {type(t).__name__}, expected bytes")
+        return self._core.encode_bytes_batch(items, None, num_threads)
+
+    # --- decoding -----------------------------------------------------------------------------
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """The bytes of the tokens ``ids``; raises :class:`UnknownIdError` on an unknown id."""
+        return self._core.decode_bytes(ids)
+
+    def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
+        """The text of ``ids``; invalid UTF-8 becomes U+FFFD (``errors="replace"``)."""
+        return self._core.decode_bytes(ids).decode("utf-8", errors=errors)
+
+    def decode_batch(self, batch: Iterable[Iterable[int]], errors: str = "replace") -> List[str]:
+        """``decode`` over many sequences."""
+        return [self.decode(ids, errors) for ids in batch]
+
+    def id_to_token(self, i: int) -> bytes:
+        """The bytes of token ``i`` (special tokens too); raises :class:`UnknownIdError`."""
+        return self._core.id_to_token(i)
+
+    def token_to_id(self, token: Union[bytes, str]) -> Optional[int]:
+        """The id of ``token`` (bytes; a str is taken as its UTF-8 bytes), or None."""
+        if isinstance(token, str):
+            token = token.encode("utf-8")
+        if isinstance(token, (bytearray, memoryview)):
+            token = bytes(token)
+        if not isinstance(token, bytes):
+            raise TypeError(f"token must be bytes, got {type(token).__name__}")
+        return self._core.token_to_id(token)
+
+    # --- properties ---------------------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids in use, special tokens included (also ``len(tok)``)."""
+        return self._core.num_ids
+
+    def __len__(self) -> int:
+        return self._core.num_ids
+
+    @property
+    def n_vocab(self) -> int:
+        """One past the largest id (the embedding size a model needs), as in tiktoken."""
+        return self._core.id_bound
+
+    @property
+    def special_tokens(self) -> Dict[str, int]:
+        """The special tokens, ``str -> id``."""
+        return dict(self._specials)
+
+    @property
+    def algorithm(self) -> str:
+        return self._core.algorithm
+
+    @property
+    def boundary_penalty(self) -> float:
+        return self._core.boundary_penalty
+
+    @property
+    def token_preference(self) -> bool:
+        return self._core.token_preference
+
+    @property
+    def options(self) -> Dict[str, Any]:
+        """The encoding options as a dict."""
+        return {"algorithm": self.algorithm, "boundary_penalty": self.boundary_penalty,
+                "token_preference": self.token_preference}
+
+    @property
+    def max_token_length(self) -> int:
+        """Length in bytes of the longest regular token."""
+        return self._core.max_token_len
+
+    def token_bytes(self) -> Dict[int, bytes]:
+        """All regular tokens, ``id -> bytes``."""
+        ids, toks = self._core.tokens()
+        return dict(zip(ids, toks))
+
+    def get_vocab(self) -> Dict[bytes, int]:
+        """All tokens (special ones as UTF-8 bytes), ``bytes -> id``."""
+        ids, toks = self._core.tokens()
+        v = dict(zip(toks, ids))
+        v.update({s.encode("utf-8"): i for s, i in self._specials.items()})
+        return v
+
+    def __repr__(self) -> str:
+        return (f"Tokenizer(vocab_size={self.vocab_size}, special_tokens={len(self._specials)}, "
+                f"algorithm={self.algorithm!r}, boundary_penalty={self.boundary_penalty}, "
+                f"token_preference={self.token_preference})")

@@ -1,0 +1,382 @@
+//! cnfmce: Counting-and-Filtering vocabularies and Min-Cost Encoding.
+//!
+//! The core is plain Rust (one idea per module, named after the paper); this file holds only the
+//! module list and, behind the `python` feature, the PyO3 bindings.
+
+pub mod error;
+pub mod mce;
+pub mod tokenizer;
+pub mod units;
+pub mod vocab;
+
+pub use error::{show_bytes, Error};
+
+
+/// PyO3 bindings: the `cnfmce._core` extension module. Heavy work runs with the thread detached
+/// from the interpreter (GIL released); panics are caught and turned into `RuntimeError`.
+#[cfg(feature = "python")]
+mod bindings {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
+    use pyo3::exceptions::{PyKeyError, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
+    use pyo3::prelude::*;
+    use pyo3::types::{PyBytes, PyString};
+
+    use crate::mce::{Algorithm, Options};
+    use crate::tokenizer::{SpecialMatcher, Tokenizer};
+    use crate::Error;
+
+    /// Texts shorter than this are encoded without releasing the GIL (the release costs more).
+    const DETACH_BYTES: usize = 16 * 1024;
+
+    fn to_py(py: Python<'_>, e: Error) -> PyErr {
+        match e {
+            Error::Value(m) => PyValueError::new_err(m),
+            Error::Io(m) => PyOSError::new_err(m),
+            Error::Interrupted => pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"),
+            Error::UnknownId(id) => {
+                let msg = format!("unknown token id {id}");
+                match py
+                    .import("cnfmce.errors")
+                    .and_then(|m| m.getattr("UnknownIdError"))
+                {
+                    Ok(cls) => PyErr::from_type(cls.cast_into().expect("exception type"), msg),
+                    Err(_) => PyKeyError::new_err(msg),
+                }
+            }
+        }
+    }
+
+    /// Runs `f`, turning a panic into a `RuntimeError` instead of letting it reach Python.
+    fn guarded<T>(f: impl FnOnce() -> T) -> PyResult<T> {
+        catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            PyRuntimeError::new_err(format!("internal error in cnfmce core: {msg}"))
+        })
+    }
+
+    fn parse_algorithm(s: &str) -> PyResult<Algorithm> {
+        match s {
+            "mce" => Ok(Algorithm::Mce),
+            "fmm" => Ok(Algorithm::Fmm),
+            _ => Err(PyValueError::new_err(format!(
+                "algorithm must be \"mce\" or \"fmm\", got {s:?}"
+            ))),
+        }
+    }
+
+    /// Reads a sequence of ids (ints, numpy integers, ...) as i64; huge values become -1 so that
+    /// they are reported as unknown ids.
+    fn read_ids(ids: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
+        if ids.is_instance_of::<PyString>() || ids.is_instance_of::<PyBytes>() {
+            return Err(PyTypeError::new_err("ids must be a sequence of integers, not a string"));
+        }
+        let mut out = Vec::with_capacity(ids.len().unwrap_or(0));
+        for item in ids.try_iter().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "ids must be a sequence of integers, got {}",
+                ids.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            ))
+        })? {
+            let item = item?;
+            match item.extract::<i64>() {
+                Ok(v) => out.push(v),
+                Err(e) => {
+                    if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(ids.py()) {
+                        out.push(i64::MIN);
+                    } else {
+                        return Err(PyTypeError::new_err(format!(
+                            "ids must be integers, got {}",
+                            item.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The special tokens that `encode` may match (built by `CoreTokenizer.matcher`).
+    #[pyclass(module = "cnfmce._core", name = "SpecialMatcher", frozen)]
+    struct PySpecialMatcher {
+        inner: SpecialMatcher,
+    }
+
+    /// The Rust tokenizer behind `cnfmce.Tokenizer`.
+    #[pyclass(module = "cnfmce._core", name = "CoreTokenizer", frozen)]
+    struct PyCoreTokenizer {
+        inner: Tokenizer,
+    }
+
+    impl PyCoreTokenizer {
+        fn encode_detached(
+            &self,
+            py: Python<'_>,
+            data: &[u8],
+            allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        ) -> PyResult<Vec<u32>> {
+            let m = allowed.map(|a| &a.get().inner);
+            if data.len() < DETACH_BYTES {
+                guarded(|| self.inner.encode(data, m))
+            } else {
+                py.detach(|| guarded(|| self.inner.encode(data, m)))
+            }
+        }
+
+        fn batch<T: AsRef<[u8]> + Sync>(
+            &self,
+            py: Python<'_>,
+            texts: &[T],
+            allowed: Option<&Bound<'_, PySpecialMatcher>>,
+            num_threads: Option<usize>,
+        ) -> PyResult<Vec<Vec<u32>>> {
+            let m = allowed.map(|a| &a.get().inner);
+            py.detach(|| {
+                guarded(|| match num_threads {
+                    None | Some(0) => Ok(self.inner.encode_batch(texts, m)),
+                    Some(n) => rayon::ThreadPoolBuilder::new()
+                        .num_threads(n)
+                        .build()
+                        .map(|pool| pool.install(|| self.inner.encode_batch(texts, m)))
+                        .map_err(|e| PyRuntimeError::new_err(format!("cannot start threads: {e}"))),
+                })
+            })?
+        }
+    }
+
+    #[pymethods]
+    impl PyCoreTokenizer {
+        /// tokens: the regular tokens; ids: their ids (None: the list index);
+        /// specials: (bytes, id) pairs.
+        #[new]
+        #[pyo3(signature = (tokens, ids=None, specials=Vec::new(), algorithm="mce", boundary_penalty=0.05, token_preference=true))]
+        fn new(
+            py: Python<'_>,
+            tokens: Vec<Bound<'_, PyBytes>>,
+            ids: Option<Vec<u32>>,
+            specials: Vec<(Vec<u8>, u32)>,
+            algorithm: &str,
+            boundary_penalty: f64,
+            token_preference: bool,
+        ) -> PyResult<Self> {
+            let algorithm = parse_algorithm(algorithm)?;
+            if let Some(ids) = &ids {
+                if ids.len() != tokens.len() {
+                    return Err(PyValueError::new_err("tokens and ids differ in length"));
+                }
+            }
+            let entries: Vec<(u32, Vec<u8>)> = tokens
+                .iter()
+                .enumerate()
+                .map(|(k, b)| {
+                    let id = ids.as_ref().map_or(k as u32, |v| v[k]);
+                    (id, b.as_bytes().to_vec())
+                })
+                .collect();
+            if ids.is_none() && tokens.len() > u32::MAX as usize {
+                return Err(PyValueError::new_err("too many tokens"));
+            }
+            let options = Options { algorithm, boundary_penalty, token_preference };
+            let inner = py
+                .detach(|| guarded(|| Tokenizer::new(entries, specials, options)))?
+                .map_err(|e| to_py(py, e))?;
+            Ok(PyCoreTokenizer { inner })
+        }
+
+        /// A new tokenizer over the same vocabulary with other options.
+        #[pyo3(signature = (algorithm, boundary_penalty, token_preference))]
+        fn with_options(
+            &self,
+            py: Python<'_>,
+            algorithm: &str,
+            boundary_penalty: f64,
+            token_preference: bool,
+        ) -> PyResult<Self> {
+            let algorithm = parse_algorithm(algorithm)?;
+            let entries: Vec<(u32, Vec<u8>)> =
+                self.inner.vocab().iter().map(|(i, t)| (i, t.to_vec())).collect();
+            let specials = self.inner.specials().to_vec();
+            let options = Options { algorithm, boundary_penalty, token_preference };
+            let inner = py
+                .detach(|| guarded(|| Tokenizer::new(entries, specials, options)))?
+                .map_err(|e| to_py(py, e))?;
+            Ok(PyCoreTokenizer { inner })
+        }
+
+        #[pyo3(signature = (text, allowed=None))]
+        fn encode(
+            &self,
+            py: Python<'_>,
+            text: &Bound<'_, PyString>,
+            allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        ) -> PyResult<Vec<u32>> {
+            let s = text.to_str().map_err(|_| {
+                PyValueError::new_err(
+                    "text is not valid Unicode (it holds lone surrogates); encode it with \
+                     encode_bytes(text.encode('utf-8', 'surrogatepass')) if that is intended",
+                )
+            })?;
+            self.encode_detached(py, s.as_bytes(), allowed)
+        }
+
+        #[pyo3(signature = (data, allowed=None))]
+        fn encode_bytes(
+            &self,
+            py: Python<'_>,
+            data: &[u8],
+            allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        ) -> PyResult<Vec<u32>> {
+            self.encode_detached(py, data, allowed)
+        }
+
+        #[pyo3(signature = (texts, allowed=None, num_threads=None))]
+        fn encode_batch(
+            &self,
+            py: Python<'_>,
+            texts: Vec<Bound<'_, PyString>>,
+            allowed: Option<&Bound<'_, PySpecialMatcher>>,
+            num_threads: Option<usize>,
+        ) -> PyResult<Vec<Vec<u32>>> {
+            let mut strs: Vec<&[u8]> = Vec::with_capacity(texts.len());
+            for (k, t) in texts.iter().enumerate() {
+                strs.push(
+                    t.to_str()
+                        .map_err(|_| {
+                            PyValueError::new_err(format!(
+                                "text {k} is not valid Unicode (it holds lone surrogates)"
+                            ))
+                        })?
+                        .as_bytes(),
+                );
+            }
+            self.batch(py, &strs, allowed, num_threads)
+        }
+
+        #[pyo3(signature = (items, allowed=None, num_threads=None))]
+        fn encode_bytes_batch(
+            &self,
+            py: Python<'_>,
+            items: Vec<Bound<'_, PyBytes>>,
+            allowed: Option<&Bound<'_, PySpecialMatcher>>,
+            num_threads: Option<usize>,
+        ) -> PyResult<Vec<Vec<u32>>> {
+            let data: Vec<&[u8]> = items.iter().map(|b| b.as_bytes()).collect();
+            self.batch(py, &data, allowed, num_threads)
+        }
+
+        fn decode_bytes<'py>(&self, py: Python<'py>, ids: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+            let ids = read_ids(ids)?;
+            let out = self.inner.decode(&ids).map_err(|e| to_py(py, e))?;
+            Ok(PyBytes::new(py, &out))
+        }
+
+        fn id_to_token<'py>(&self, py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+            let id = match id.extract::<i64>() {
+                Ok(v) => v,
+                Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => i64::MIN,
+                Err(_) => return Err(PyTypeError::new_err("a token id must be an integer")),
+            };
+            let b = u32::try_from(id)
+                .ok()
+                .and_then(|i| self.inner.id_bytes(i))
+                .ok_or_else(|| to_py(py, Error::UnknownId(id)))?;
+            Ok(PyBytes::new(py, b))
+        }
+
+        fn token_to_id(&self, token: &[u8]) -> Option<u32> {
+            self.inner.token_to_id(token)
+        }
+
+        /// A matcher for the special tokens with these ids (None: all of them).
+        #[pyo3(signature = (ids=None))]
+        fn matcher(&self, py: Python<'_>, ids: Option<Vec<u32>>) -> PyResult<PySpecialMatcher> {
+            let inner = self.inner.matcher(ids.as_deref()).map_err(|e| to_py(py, e))?;
+            Ok(PySpecialMatcher { inner })
+        }
+
+        /// The regular vocabulary as (ids, tokens), in id order.
+        fn tokens<'py>(&self, py: Python<'py>) -> (Vec<u32>, Vec<Bound<'py, PyBytes>>) {
+            let mut ids = Vec::with_capacity(self.inner.vocab().len());
+            let mut toks = Vec::with_capacity(self.inner.vocab().len());
+            for (id, t) in self.inner.vocab().iter() {
+                ids.push(id);
+                toks.push(PyBytes::new(py, t));
+            }
+            (ids, toks)
+        }
+
+        /// The special tokens as (bytes, id) pairs in id order.
+        fn specials<'py>(&self, py: Python<'py>) -> Vec<(Bound<'py, PyBytes>, u32)> {
+            self.inner.specials().iter().map(|(b, id)| (PyBytes::new(py, b), *id)).collect()
+        }
+
+        #[getter]
+        fn algorithm(&self) -> &'static str {
+            match self.inner.options().algorithm {
+                Algorithm::Mce => "mce",
+                Algorithm::Fmm => "fmm",
+            }
+        }
+
+        #[getter]
+        fn boundary_penalty(&self) -> f64 {
+            self.inner.options().boundary_penalty
+        }
+
+        #[getter]
+        fn token_preference(&self) -> bool {
+            self.inner.options().token_preference
+        }
+
+        /// Ids in use, special tokens included.
+        #[getter]
+        fn num_ids(&self) -> usize {
+            self.inner.num_ids()
+        }
+
+        /// Number of regular (non-special) tokens.
+        #[getter]
+        fn num_regular(&self) -> usize {
+            self.inner.vocab().len()
+        }
+
+        /// One past the largest id (regular or special).
+        #[getter]
+        fn id_bound(&self) -> usize {
+            let s = self.inner.specials().iter().map(|s| s.1 as usize + 1).max().unwrap_or(0);
+            s.max(self.inner.vocab().id_bound())
+        }
+
+        #[getter]
+        fn max_token_len(&self) -> usize {
+            self.inner.vocab().max_len()
+        }
+
+        /// Approximate heap bytes of the vocabulary structures.
+        #[getter]
+        fn heap_bytes(&self) -> usize {
+            self.inner.vocab().heap_bytes()
+        }
+    }
+
+    /// 1 where a byte is the first byte of its unit (SPEC section 2), else 0.
+    #[pyfunction]
+    fn unit_starts<'py>(py: Python<'py>, data: &[u8]) -> Bound<'py, PyBytes> {
+        let mut v = Vec::new();
+        crate::units::unit_starts(data, &mut v);
+        PyBytes::new(py, &v)
+    }
+
+    #[pymodule]
+    fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        m.add_class::<PyCoreTokenizer>()?;
+        m.add_class::<PySpecialMatcher>()?;
+        m.add_function(wrap_pyfunction!(unit_starts, m)?)?;
+        m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        Ok(())
+    }
+}

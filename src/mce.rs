@@ -1,0 +1,343 @@
+//! Min-Cost Encoding (SPEC section 2) and forward maximum matching.
+//!
+//! `D[n] = 0`; for `i = n-1 .. 0`, `D[i] = min_j c(i, j) + D[j]` over the tokens `x[i:j]` that are
+//! not forbidden, ties to the largest `j`; `c(i, j) = 1.0 + p + ε(t)` in double precision, added
+//! left to right. The scan runs right to left over the reversed-token automaton of [`Vocab`], so
+//! the tokens starting at `i` are known exactly when `D[i]` is due. `D` lives in a ring buffer as
+//! long as the longest token; the choice at each position is one id. Memory: 5 bytes per input
+//! byte (unit flags and choices), linear in the input.
+
+use crate::units::unit_starts;
+use crate::vocab::Vocab;
+
+/// The segmentation algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    /// Min-cost encoding.
+    Mce,
+    /// Forward maximum matching: the longest token at each step, no unit rules.
+    Fmm,
+}
+
+/// Encoding options (saved with a tokenizer).
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    pub algorithm: Algorithm,
+    /// λ: the penalty for a token that touches two units with an incomplete end. `f64::INFINITY`
+    /// forbids such tokens.
+    pub boundary_penalty: f64,
+    /// ε(t) on or off.
+    pub token_preference: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { algorithm: Algorithm::Mce, boundary_penalty: 0.05, token_preference: true }
+    }
+}
+
+/// ε(t) of SPEC section 2 for token id `t`.
+#[inline]
+pub fn token_preference(t: u32) -> f64 {
+    0.1 / (10.0 + 10000.0 / (1.0 + 0.01 * t as f64))
+}
+
+/// A vocabulary with its encoding options and the per-id cost table.
+pub struct Encoder {
+    vocab: Vocab,
+    options: Options,
+    /// `eps[id]`: ε(id), or 0 when the preference is off.
+    eps: Vec<f64>,
+}
+
+/// Reusable buffers for one thread.
+#[derive(Default)]
+pub struct Scratch {
+    starts: Vec<u8>,
+    choice: Vec<u32>,
+    dist: Vec<f64>,
+}
+
+impl Encoder {
+    pub fn new(vocab: Vocab, options: Options) -> Self {
+        let eps = if options.token_preference {
+            (0..vocab.id_bound() as u32).map(token_preference).collect()
+        } else {
+            vec![0.0; vocab.id_bound()]
+        };
+        Encoder { vocab, options, eps }
+    }
+
+    pub fn vocab(&self) -> &Vocab {
+        &self.vocab
+    }
+
+    pub fn options(&self) -> Options {
+        self.options
+    }
+
+    /// Encodes `text` (any bytes), appending ids to `out`.
+    pub fn encode_into(&self, text: &[u8], scratch: &mut Scratch, out: &mut Vec<u32>) {
+        if text.is_empty() {
+            return;
+        }
+        match self.options.algorithm {
+            Algorithm::Mce => {
+                unit_starts(text, &mut scratch.starts);
+                self.mce_choices(text, scratch);
+            }
+            Algorithm::Fmm => self.fmm_choices(text, scratch),
+        }
+        let mut i = 0usize;
+        while i < text.len() {
+            let id = scratch.choice[i];
+            out.push(id);
+            i += self.vocab.token_len(id);
+        }
+    }
+
+    /// Encodes `text` into a new vector.
+    pub fn encode(&self, text: &[u8]) -> Vec<u32> {
+        let mut out = Vec::new();
+        self.encode_into(text, &mut Scratch::default(), &mut out);
+        out
+    }
+
+    /// Fills `scratch.choice[i]` with the id chosen at every position `i` by the MCE program.
+    fn mce_choices(&self, text: &[u8], scratch: &mut Scratch) {
+        let n = text.len();
+        let ring = (self.vocab.max_len() + 1).next_power_of_two();
+        let mask = ring - 1;
+        scratch.dist.clear();
+        scratch.dist.resize(ring, 0.0);
+        scratch.choice.clear();
+        scratch.choice.resize(n, 0);
+        let starts = &scratch.starts[..];
+        let dist = &mut scratch.dist[..];
+        let choice = &mut scratch.choice[..];
+        let eps = &self.eps[..];
+        let lambda = self.options.boundary_penalty;
+        let partial_allowed = lambda.is_finite();
+        let base_partial = 1.0 + lambda;
+        // dist[n & mask] = D[n] = 0 (the ring starts zeroed).
+        let mut stepper = self.vocab.automaton().find_overlapping_stepper();
+        // s1 < s2: the first two unit starts after i (n when there is none). With them,
+        // u(i, j) == 1 iff j <= s1, and u(i, j) == 2 iff s1 < j <= s2.
+        let mut s1 = n;
+        let mut s2 = n;
+        for i in (0..n).rev() {
+            stepper.consume(text[i]);
+            let start_i = starts[i] != 0;
+            let mut best = f64::INFINITY;
+            let mut best_j = 0usize;
+            let mut best_id = 0u32;
+            for m in stepper.matches() {
+                let j = i + (m.end() - m.start());
+                let id = m.value();
+                let whole = start_i && (j == n || starts[j] != 0);
+                let base = if j <= s1 || whole {
+                    1.0
+                } else if j <= s2 && partial_allowed {
+                    base_partial
+                } else {
+                    continue;
+                };
+                let total = (base + eps[id as usize]) + dist[j & mask];
+                if total < best || (total == best && j > best_j) {
+                    best = total;
+                    best_j = j;
+                    best_id = id;
+                }
+            }
+            // Every byte is a one-unit token, so a candidate always exists.
+            debug_assert!(best_j > i);
+            dist[i & mask] = best;
+            choice[i] = best_id;
+            if start_i {
+                s2 = s1;
+                s1 = i;
+            }
+        }
+    }
+
+    /// Fills `scratch.choice[i]` with the longest token starting at every position.
+    fn fmm_choices(&self, text: &[u8], scratch: &mut Scratch) {
+        let n = text.len();
+        scratch.choice.clear();
+        scratch.choice.resize(n, 0);
+        let choice = &mut scratch.choice[..];
+        let mut stepper = self.vocab.automaton().find_overlapping_stepper();
+        for i in (0..n).rev() {
+            stepper.consume(text[i]);
+            let mut best_len = 0usize;
+            let mut best_id = 0u32;
+            for m in stepper.matches() {
+                let len = m.end() - m.start();
+                if len > best_len {
+                    best_len = len;
+                    best_id = m.value();
+                }
+            }
+            choice[i] = best_id;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::{boundary, unit_indices};
+
+    /// Tiny deterministic generator (xorshift) so the tests need no extra crates.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    /// The dynamic program written out directly from SPEC section 2, O(n * L).
+    fn reference(tokens: &[(u32, Vec<u8>)], text: &[u8], opt: Options) -> Vec<u32> {
+        let n = text.len();
+        let mut starts = Vec::new();
+        unit_starts(text, &mut starts);
+        let w = unit_indices(&starts);
+        let find = |s: &[u8]| tokens.iter().find(|t| t.1 == s).map(|t| t.0);
+        let maxl = tokens.iter().map(|t| t.1.len()).max().unwrap();
+        if opt.algorithm == Algorithm::Fmm {
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < n {
+                let mut l = maxl.min(n - i);
+                loop {
+                    if let Some(id) = find(&text[i..i + l]) {
+                        out.push(id);
+                        i += l;
+                        break;
+                    }
+                    l -= 1;
+                }
+            }
+            return out;
+        }
+        let mut d = vec![f64::INFINITY; n + 1];
+        let mut nxt = vec![(0usize, 0u32); n + 1];
+        d[n] = 0.0;
+        for i in (0..n).rev() {
+            for j in i + 1..=n.min(i + maxl) {
+                let Some(id) = find(&text[i..j]) else { continue };
+                let p = match boundary(&starts, &w, i, j) {
+                    Some(false) => 0.0,
+                    Some(true) => opt.boundary_penalty,
+                    None => continue,
+                };
+                if p.is_infinite() {
+                    continue;
+                }
+                let e = if opt.token_preference { token_preference(id) } else { 0.0 };
+                let c = 1.0 + p + e;
+                let tot = c + d[j];
+                if tot < d[i] || (tot == d[i] && j > nxt[i].0) {
+                    d[i] = tot;
+                    nxt[i] = (j, id);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < n {
+            out.push(nxt[i].1);
+            i = nxt[i].0;
+        }
+        out
+    }
+
+    const PIECES: &[&str] = &[
+        "a", "b", "e", "ab", "ba", " ", "  ", "-", "1", "23", "é", "\u{301}", "中", "文", "か", "カ",
+        "한", "ก", "\u{e31}", "😀", ".", "\n", "th", "the", " the", "he ", "_",
+    ];
+
+    #[test]
+    fn matches_reference_on_random_vocabularies() {
+        let mut rng = Rng(0x9E3779B97F4A7C15);
+        for round in 0..300 {
+            let mut toks: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+            let mut seen: std::collections::HashSet<Vec<u8>> = toks.iter().map(|t| t.1.clone()).collect();
+            let n_extra = 5 + rng.below(60);
+            let mut next_id = 256u32;
+            for _ in 0..n_extra {
+                let mut t = Vec::new();
+                for _ in 0..1 + rng.below(4) {
+                    t.extend_from_slice(PIECES[rng.below(PIECES.len())].as_bytes());
+                }
+                if rng.below(5) == 0 && t.len() > 1 {
+                    t.truncate(t.len() - 1); // partial UTF-8 sequences too
+                }
+                if seen.insert(t.clone()) {
+                    toks.push((next_id, t));
+                    next_id += 1 + rng.below(3) as u32; // gaps in ids
+                }
+            }
+            // shuffle which ids the single bytes get, so ε matters
+            let v = Vocab::new(toks.clone()).unwrap();
+            for _ in 0..8 {
+                let mut text = Vec::new();
+                for _ in 0..rng.below(30) {
+                    text.extend_from_slice(PIECES[rng.below(PIECES.len())].as_bytes());
+                }
+                if rng.below(4) == 0 {
+                    text.push(0xFF);
+                }
+                for (lam, eps, alg) in [
+                    (0.05, true, Algorithm::Mce),
+                    (0.0, true, Algorithm::Mce),
+                    (0.3, false, Algorithm::Mce),
+                    (f64::INFINITY, true, Algorithm::Mce),
+                    (0.05, true, Algorithm::Fmm),
+                ] {
+                    let opt = Options { algorithm: alg, boundary_penalty: lam, token_preference: eps };
+                    let enc = Encoder::new(Vocab::new(toks.clone()).unwrap(), opt);
+                    let got = enc.encode(&text);
+                    let want = reference(&toks, &text, opt);
+                    assert_eq!(got, want, "round {round} text {text:?} opt {opt:?}");
+                    let back: Vec<u8> =
+                        got.iter().flat_map(|&id| v.token(id).unwrap().to_vec()).collect();
+                    assert_eq!(back, text);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn paper_example_co_advisor() {
+        // With "co-advisor" absent but "o-" and "o-ad" present, MCE may use "o-" (λ) but never
+        // "o-ad" (three units, partial).
+        let mut toks: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        for (k, t) in ["o-ad", "visor", "o-", "advisor"].iter().enumerate() {
+            toks.push((256 + k as u32, t.as_bytes().to_vec()));
+        }
+        let enc = Encoder::new(Vocab::new(toks).unwrap(), Options::default());
+        let ids = enc.encode(b"co-advisor");
+        let v = enc.vocab();
+        let parts: Vec<&[u8]> = ids.iter().map(|&i| v.token(i).unwrap()).collect();
+        assert_eq!(parts, vec![&b"c"[..], b"o-", b"advisor"]);
+    }
+
+    #[test]
+    fn long_runs_are_linear() {
+        let mut toks: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        toks.push((256, b"aaaa".to_vec()));
+        toks.push((257, b"    ".to_vec()));
+        let enc = Encoder::new(Vocab::new(toks).unwrap(), Options::default());
+        let ids = enc.encode(&vec![b'a'; 1_000_001]);
+        assert_eq!(ids.len(), 250_001);
+        let ids = enc.encode(&vec![b' '; 1_000_000]);
+        assert_eq!(ids.len(), 250_000);
+    }
+}

@@ -1,0 +1,247 @@
+//! A tokenizer: the encoder over the regular vocabulary plus special tokens, decoding and batch
+//! encoding.
+//!
+//! Special tokens are not part of the MCE vocabulary. When allowed, they cut the text into
+//! pieces (leftmost-longest match among the allowed ones) and each piece is encoded on its own.
+
+use daachorse::{DoubleArrayAhoCorasick, DoubleArrayAhoCorasickBuilder, MatchKind};
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+use crate::error::{show_bytes, Error};
+use crate::mce::{Encoder, Options, Scratch};
+use crate::vocab::Vocab;
+
+/// Finds allowed special tokens in a text.
+pub struct SpecialMatcher {
+    automaton: Option<DoubleArrayAhoCorasick<u32>>,
+}
+
+impl SpecialMatcher {
+    /// A matcher for the given `(bytes, id)` special tokens.
+    pub fn new(specials: &[(&[u8], u32)]) -> Result<Self, Error> {
+        if specials.is_empty() {
+            return Ok(SpecialMatcher { automaton: None });
+        }
+        let automaton = DoubleArrayAhoCorasickBuilder::new()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build_with_values(specials.iter().map(|(b, id)| (*b, *id)))
+            .map_err(|e| Error::Value(format!("cannot build the special-token matcher: {e}")))?;
+        Ok(SpecialMatcher { automaton: Some(automaton) })
+    }
+}
+
+pub struct Tokenizer {
+    encoder: Encoder,
+    /// Special tokens in id order.
+    specials: Vec<(Vec<u8>, u32)>,
+    special_index: FxHashMap<u32, usize>,
+}
+
+impl Tokenizer {
+    /// `tokens`: the regular vocabulary as `(id, bytes)`; `specials`: `(bytes, id)` pairs whose ids
+    /// must not be regular ids.
+    pub fn new(
+        tokens: Vec<(u32, Vec<u8>)>,
+        mut specials: Vec<(Vec<u8>, u32)>,
+        options: Options,
+    ) -> Result<Self, Error> {
+        if options.boundary_penalty.is_nan() || options.boundary_penalty < 0.0 {
+            return Err(Error::Value(format!(
+                "boundary_penalty must be a number >= 0 (or infinity to forbid partial crossings), got {}",
+                options.boundary_penalty
+            )));
+        }
+        let vocab = Vocab::new(tokens)?;
+        specials.sort_by_key(|s| s.1);
+        let mut special_index = FxHashMap::default();
+        let mut seen: FxHashMap<&[u8], u32> = FxHashMap::default();
+        for (k, (b, id)) in specials.iter().enumerate() {
+            if b.is_empty() {
+                return Err(Error::Value("a special token is empty".into()));
+            }
+            if vocab.token(*id).is_some() {
+                return Err(Error::Value(format!(
+                    "special token {:?} has id {id}, which a regular token already uses",
+                    show_bytes(b)
+                )));
+            }
+            if special_index.insert(*id, k).is_some() {
+                return Err(Error::Value(format!("two special tokens share id {id}")));
+            }
+            if let Some(other) = seen.insert(b.as_slice(), *id) {
+                return Err(Error::Value(format!(
+                    "special token {:?} appears twice (ids {other} and {id})",
+                    show_bytes(b)
+                )));
+            }
+        }
+        Ok(Tokenizer { encoder: Encoder::new(vocab, options), specials, special_index })
+    }
+
+    pub fn encoder(&self) -> &Encoder {
+        &self.encoder
+    }
+
+    pub fn vocab(&self) -> &Vocab {
+        self.encoder.vocab()
+    }
+
+    pub fn options(&self) -> Options {
+        self.encoder.options()
+    }
+
+    pub fn specials(&self) -> &[(Vec<u8>, u32)] {
+        &self.specials
+    }
+
+    /// Number of ids in use, special tokens included.
+    pub fn num_ids(&self) -> usize {
+        self.vocab().len() + self.specials.len()
+    }
+
+    /// A matcher for the special tokens with the given ids (all of them for `None`).
+    pub fn matcher(&self, allowed: Option<&[u32]>) -> Result<SpecialMatcher, Error> {
+        let chosen: Vec<(&[u8], u32)> = match allowed {
+            None => self.specials.iter().map(|(b, id)| (b.as_slice(), *id)).collect(),
+            Some(ids) => {
+                let mut v = Vec::with_capacity(ids.len());
+                for &id in ids {
+                    let k = *self
+                        .special_index
+                        .get(&id)
+                        .ok_or_else(|| Error::Value(format!("{id} is not a special token id")))?;
+                    v.push((self.specials[k].0.as_slice(), id));
+                }
+                v.sort_unstable_by_key(|e| e.1);
+                v.dedup_by_key(|e| e.1);
+                v
+            }
+        };
+        SpecialMatcher::new(&chosen)
+    }
+
+    /// Encodes `text`, appending ids to `out`; special tokens are matched only through `allowed`.
+    pub fn encode_into(
+        &self,
+        text: &[u8],
+        allowed: Option<&SpecialMatcher>,
+        scratch: &mut Scratch,
+        out: &mut Vec<u32>,
+    ) {
+        match allowed.and_then(|m| m.automaton.as_ref()) {
+            None => self.encoder.encode_into(text, scratch, out),
+            Some(ac) => {
+                let mut last = 0usize;
+                for m in ac.leftmost_find_iter(text) {
+                    self.encoder.encode_into(&text[last..m.start()], scratch, out);
+                    out.push(m.value());
+                    last = m.end();
+                }
+                self.encoder.encode_into(&text[last..], scratch, out);
+            }
+        }
+    }
+
+    pub fn encode(&self, text: &[u8], allowed: Option<&SpecialMatcher>) -> Vec<u32> {
+        let mut out = Vec::with_capacity(text.len() / 3 + 1);
+        self.encode_into(text, allowed, &mut Scratch::default(), &mut out);
+        out
+    }
+
+    /// Encodes every text in parallel (rayon); the result equals `encode` on each.
+    pub fn encode_batch<T: AsRef<[u8]> + Sync>(
+        &self,
+        texts: &[T],
+        allowed: Option<&SpecialMatcher>,
+    ) -> Vec<Vec<u32>> {
+        texts
+            .par_iter()
+            .with_min_len(1)
+            .map_init(Scratch::default, |scratch, t| {
+                let t = t.as_ref();
+                let mut out = Vec::with_capacity(t.len() / 3 + 1);
+                self.encode_into(t, allowed, scratch, &mut out);
+                out
+            })
+            .collect()
+    }
+
+    /// The bytes of one id (regular or special).
+    pub fn id_bytes(&self, id: u32) -> Option<&[u8]> {
+        self.vocab()
+            .token(id)
+            .or_else(|| self.special_index.get(&id).map(|&k| self.specials[k].0.as_slice()))
+    }
+
+    /// Concatenated bytes of `ids`.
+    pub fn decode(&self, ids: &[i64]) -> Result<Vec<u8>, Error> {
+        let mut out = Vec::with_capacity(ids.len() * 4);
+        for &id in ids {
+            let b = u32::try_from(id).ok().and_then(|i| self.id_bytes(i)).ok_or(Error::UnknownId(id))?;
+            out.extend_from_slice(b);
+        }
+        Ok(out)
+    }
+
+    /// The id of `token` among regular and special tokens.
+    pub fn token_to_id(&self, token: &[u8]) -> Option<u32> {
+        self.vocab()
+            .id_of(token)
+            .or_else(|| self.specials.iter().find(|s| s.0 == token).map(|s| s.1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tok() -> Tokenizer {
+        let mut t: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        t.push((256, b"<|e".to_vec()));
+        t.push((257, b"hello".to_vec()));
+        Tokenizer::new(t, vec![(b"<|end|>".to_vec(), 300), (b"<|end|>x".to_vec(), 301)], Options::default())
+            .unwrap()
+    }
+
+    #[test]
+    fn specials_split_only_when_allowed() {
+        let t = tok();
+        let text = b"hello<|end|>hello<|end|>x";
+        let plain = t.encode(text, None);
+        assert!(!plain.contains(&300));
+        assert_eq!(t.decode(&plain.iter().map(|&i| i as i64).collect::<Vec<_>>()).unwrap(), text);
+        let all = t.matcher(None).unwrap();
+        assert_eq!(t.encode(text, Some(&all)), vec![257, 300, 257, 301]);
+        let only = t.matcher(Some(&[300])).unwrap();
+        assert_eq!(t.encode(text, Some(&only)), vec![257, 300, 257, 300, b'x' as u32]);
+        assert!(t.matcher(Some(&[5])).is_err());
+    }
+
+    #[test]
+    fn decode_errors_and_batch() {
+        let t = tok();
+        assert_eq!(t.decode(&[999]), Err(Error::UnknownId(999)));
+        assert_eq!(t.decode(&[-1]), Err(Error::UnknownId(-1)));
+        assert_eq!(t.decode(&[300]).unwrap(), b"<|end|>");
+        let texts = vec!["hello world".to_string(), String::new(), "<|end|>".to_string()];
+        let b = t.encode_batch(&texts, None);
+        for (x, ids) in texts.iter().zip(&b) {
+            assert_eq!(&t.encode(x.as_bytes(), None), ids);
+        }
+    }
+
+    #[test]
+    fn rejects_bad_specials_and_penalty() {
+        let base: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        assert!(Tokenizer::new(base.clone(), vec![(b"x".to_vec(), 5)], Options::default()).is_err());
+        assert!(Tokenizer::new(
+            base.clone(),
+            vec![(b"x".to_vec(), 500), (b"x".to_vec(), 501)],
+            Options::default()
+        )
+        .is_err());
+        let o = Options { boundary_penalty: -1.0, ..Options::default() };
+        assert!(Tokenizer::new(base, vec![], o).is_err());
+    }
+}

@@ -1,0 +1,212 @@
+//! Word-like unit annotation (SPEC section 2).
+//!
+//! A character *joins* when its General Category is a letter (`L*`) or a mark (`M*`) and its
+//! Script is not Han, Hiragana, Katakana or Bopomofo. A unit is a maximal run of joining
+//! characters; every other character is a unit by itself, and so is every byte that is not part
+//! of a valid UTF-8 sequence.
+//!
+//! The encoder and the counter only need to know, for every byte, whether it is the first byte of
+//! its unit: the unit index `w[i]` is the number of unit starts at or before `i` minus one, and
+//! byte `i` is the last byte of its unit exactly when byte `i + 1` starts a unit (or `i` is the
+//! last byte).
+
+use std::sync::OnceLock;
+use unicode_general_category::{get_general_category, GeneralCategory as Gc};
+use unicode_script::{Script, UnicodeScript};
+
+/// Whether `c` joins its neighbours into one unit (computed from the Unicode tables).
+pub fn char_joins_slow(c: char) -> bool {
+    let letter_or_mark = matches!(
+        get_general_category(c),
+        Gc::UppercaseLetter
+            | Gc::LowercaseLetter
+            | Gc::TitlecaseLetter
+            | Gc::ModifierLetter
+            | Gc::OtherLetter
+            | Gc::NonspacingMark
+            | Gc::SpacingMark
+            | Gc::EnclosingMark
+    );
+    letter_or_mark
+        && !matches!(
+            c.script(),
+            Script::Han | Script::Hiragana | Script::Katakana | Script::Bopomofo
+        )
+}
+
+/// Bit table of `char_joins_slow` over the Basic Multilingual Plane (8 KiB), built on first use.
+fn bmp_table() -> &'static [u64; 1024] {
+    static TABLE: OnceLock<Box<[u64; 1024]>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = Box::new([0u64; 1024]);
+        for cp in 0u32..0x10000 {
+            if let Some(c) = char::from_u32(cp) {
+                if char_joins_slow(c) {
+                    t[(cp >> 6) as usize] |= 1u64 << (cp & 63);
+                }
+            }
+        }
+        t
+    })
+}
+
+/// Whether `c` joins; a table lookup for the BMP.
+#[inline]
+pub fn char_joins(c: char) -> bool {
+    let cp = c as u32;
+    if cp < 0x80 {
+        (c as u8).is_ascii_alphabetic()
+    } else if cp < 0x10000 {
+        bmp_table()[(cp >> 6) as usize] >> (cp & 63) & 1 == 1
+    } else {
+        char_joins_slow(c)
+    }
+}
+
+/// Fills `starts` (resized to `text.len()`) with 1 where a byte is the first byte of its unit and
+/// 0 elsewhere. `text` may hold invalid UTF-8; each invalid byte is a unit by itself.
+pub fn unit_starts(text: &[u8], starts: &mut Vec<u8>) {
+    starts.clear();
+    starts.resize(text.len(), 0);
+    let mut pos = 0usize;
+    for chunk in text.utf8_chunks() {
+        let valid = chunk.valid();
+        mark_valid(valid, &mut starts[pos..pos + valid.len()]);
+        pos += valid.len();
+        for _ in chunk.invalid() {
+            starts[pos] = 1;
+            pos += 1;
+        }
+    }
+}
+
+/// Unit starts of valid UTF-8; the first character always starts a unit.
+fn mark_valid(s: &str, starts: &mut [u8]) {
+    let bytes = s.as_bytes();
+    let mut prev_joins = false;
+    let mut i = 0usize;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b < 0x80 {
+            let joins = b.is_ascii_alphabetic();
+            starts[i] = u8::from(!(joins && prev_joins));
+            prev_joins = joins;
+            i += 1;
+        } else {
+            let len = utf8_len(b);
+            // `s` is valid UTF-8, so the sequence is complete and decodes to one char.
+            let c = s[i..i + len].chars().next().unwrap_or('\u{FFFD}');
+            let joins = char_joins(c);
+            starts[i] = u8::from(!(joins && prev_joins));
+            prev_joins = joins;
+            i += len;
+        }
+    }
+}
+
+/// Length of the UTF-8 sequence that starts with lead byte `b` (1 for anything else).
+#[inline]
+pub fn utf8_len(b: u8) -> usize {
+    match b {
+        0x00..=0x7F => 1,
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF7 => 4,
+        _ => 1,
+    }
+}
+
+/// Unit index of every byte (`w[i]` of SPEC section 2), from the start flags.
+pub fn unit_indices(starts: &[u8]) -> Vec<u32> {
+    let mut w = Vec::with_capacity(starts.len());
+    let mut u: u32 = 0;
+    for (i, &s) in starts.iter().enumerate() {
+        if s != 0 && i > 0 {
+            u += 1;
+        }
+        w.push(u);
+    }
+    w
+}
+
+/// Boundary class of the candidate `x[i:j]` given the unit starts: `Some(false)` no penalty,
+/// `Some(true)` penalty λ, `None` forbidden. A direct transcription of SPEC section 2 used by
+/// tests and by counting; the encoder uses an incremental form.
+pub fn boundary(starts: &[u8], w: &[u32], i: usize, j: usize) -> Option<bool> {
+    debug_assert!(i < j && j <= starts.len());
+    let u = w[j - 1] - w[i] + 1;
+    let a = starts[i] != 0 && (j == starts.len() || starts[j] != 0);
+    if u == 1 || a {
+        Some(false)
+    } else if u == 2 {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn starts_of(s: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        unit_starts(s, &mut v);
+        v
+    }
+
+    #[test]
+    fn ascii_words_spaces_digits() {
+        // "co-advisor 12": co | - | advisor | ' ' | 1 | 2
+        let s = starts_of(b"co-advisor 12");
+        assert_eq!(s, vec![1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1]);
+    }
+
+    #[test]
+    fn cjk_is_singleton_and_marks_join() {
+        // "漢字" two singleton units; "é" (e + U+0301) one unit; "ー" (Lm, Common) joins.
+        let s = starts_of("漢字".as_bytes());
+        assert_eq!(s, vec![1, 0, 0, 1, 0, 0]);
+        let s = starts_of("e\u{301}x".as_bytes());
+        assert_eq!(s, vec![1, 0, 0, 0]);
+        assert!(!char_joins('漢'));
+        assert!(!char_joins('か'));
+        assert!(!char_joins('カ'));
+        assert!(!char_joins('ㄅ'));
+        assert!(char_joins('한'));
+        assert!(char_joins('ก'));
+        assert!(char_joins('\u{0E31}')); // Thai vowel sign, Mn
+        assert!(!char_joins('5'));
+        assert!(!char_joins('_'));
+    }
+
+    #[test]
+    fn invalid_bytes_are_units() {
+        // "a", 0xFF, "b", truncated 3-byte sequence, "c"
+        let s = starts_of(b"a\xffb\xe4\xb8c");
+        assert_eq!(s, vec![1, 1, 1, 1, 1, 1]);
+        let s = starts_of(b"ab\xe4\xb8\xadcd");
+        assert_eq!(s, vec![1, 0, 1, 0, 0, 1, 0]);
+    }
+
+    #[test]
+    fn table_matches_slow_path() {
+        for cp in 0u32..0x10000 {
+            if let Some(c) = char::from_u32(cp) {
+                assert_eq!(char_joins(c), char_joins_slow(c), "U+{cp:04X}");
+            }
+        }
+    }
+
+    #[test]
+    fn boundary_rules_of_the_paper() {
+        // co-advisor: units co, -, advisor
+        let t = b"co-advisor";
+        let s = starts_of(t);
+        let w = unit_indices(&s);
+        assert_eq!(boundary(&s, &w, 0, 10), Some(false)); // co-advisor
+        assert_eq!(boundary(&s, &w, 1, 3), Some(true)); // o-
+        assert_eq!(boundary(&s, &w, 1, 5), None); // o-ad
+        assert_eq!(boundary(&s, &w, 3, 5), Some(false)); // ad
+    }
+}
