@@ -36,18 +36,12 @@ impl Default for Options {
     }
 }
 
-/// ε(t) of SPEC section 2 for token id `t`.
-#[inline]
-pub fn token_preference(t: u32) -> f64 {
-    0.1 / (10.0 + 10000.0 / (1.0 + 0.01 * t as f64))
-}
+pub use crate::vocab::token_preference;
 
-/// A vocabulary with its encoding options and the per-id cost table.
+/// A vocabulary with its encoding options.
 pub struct Encoder {
     vocab: Vocab,
     options: Options,
-    /// `eps[id]`: ε(id), or 0 when the preference is off.
-    eps: Vec<f64>,
 }
 
 /// Reusable buffers for one thread.
@@ -58,14 +52,19 @@ pub struct Scratch {
     dist: Vec<f64>,
 }
 
+impl Scratch {
+    /// Frees the buffers when they grew beyond `max_bytes` of input (after a huge text), so
+    /// an idle thread does not keep hundreds of megabytes.
+    pub fn shrink(&mut self, max_bytes: usize) {
+        if self.starts.capacity() > max_bytes {
+            *self = Scratch::default();
+        }
+    }
+}
+
 impl Encoder {
     pub fn new(vocab: Vocab, options: Options) -> Self {
-        let eps = if options.token_preference {
-            (0..vocab.id_bound() as u32).map(token_preference).collect()
-        } else {
-            vec![0.0; vocab.id_bound()]
-        };
-        Encoder { vocab, options, eps }
+        Encoder { vocab, options }
     }
 
     pub fn vocab(&self) -> &Vocab {
@@ -104,6 +103,10 @@ impl Encoder {
     }
 
     /// Fills `scratch.choice[i]` with the id chosen at every position `i` by the MCE program.
+    ///
+    /// The automaton reports the tokens starting at `i` longest first, so "ties to the largest
+    /// j" is "the first minimum wins": a strict `<` suffices. The randomized comparison with the
+    /// reference DP checks this.
     fn mce_choices(&self, text: &[u8], scratch: &mut Scratch) {
         let n = text.len();
         let ring = (self.vocab.max_len() + 1).next_power_of_two();
@@ -112,52 +115,57 @@ impl Encoder {
         scratch.dist.resize(ring, 0.0);
         scratch.choice.clear();
         scratch.choice.resize(n, 0);
+        // Sentinel: the end of the text closes the last unit.
+        scratch.starts.push(1);
         let starts = &scratch.starts[..];
         let dist = &mut scratch.dist[..];
         let choice = &mut scratch.choice[..];
-        let eps = &self.eps[..];
+        let vocab = &self.vocab;
+        let pref = self.options.token_preference;
         let lambda = self.options.boundary_penalty;
         let partial_allowed = lambda.is_finite();
         let base_partial = 1.0 + lambda;
         // dist[n & mask] = D[n] = 0 (the ring starts zeroed).
-        let mut stepper = self.vocab.automaton().find_overlapping_stepper();
+        let mut stepper = vocab.automaton().find_overlapping_stepper();
         // s1 < s2: the first two unit starts after i (n when there is none). With them,
         // u(i, j) == 1 iff j <= s1, and u(i, j) == 2 iff s1 < j <= s2.
         let mut s1 = n;
         let mut s2 = n;
         for i in (0..n).rev() {
-            stepper.consume(text[i]);
-            let start_i = starts[i] != 0;
+            // SAFETY (all get_unchecked below): i < n; j = i + len <= n because matches lie
+            // inside the consumed text; starts has n + 1 entries; indices into dist are masked.
+            let start_i = unsafe { *starts.get_unchecked(i) } != 0;
+            stepper.consume(unsafe { *text.get_unchecked(i) });
             let mut best = f64::INFINITY;
-            let mut best_j = 0usize;
             let mut best_id = 0u32;
             for m in stepper.matches() {
                 let j = i + (m.end() - m.start());
-                let id = m.value();
-                let whole = start_i && (j == n || starts[j] != 0);
-                let base = if j <= s1 || whole {
+                let c = m.value();
+                let base = if j <= s1 || (start_i && unsafe { *starts.get_unchecked(j) } != 0) {
                     1.0
                 } else if j <= s2 && partial_allowed {
                     base_partial
                 } else {
                     continue;
                 };
-                let total = (base + eps[id as usize]) + dist[j & mask];
-                if total < best || (total == best && j > best_j) {
+                let eps = if pref { c.eps } else { 0.0 };
+                let total = (base + eps) + unsafe { *dist.get_unchecked(j & mask) };
+                if total < best {
                     best = total;
-                    best_j = j;
-                    best_id = id;
+                    best_id = c.id;
                 }
             }
-            // Every byte is a one-unit token, so a candidate always exists.
-            debug_assert!(best_j > i);
-            dist[i & mask] = best;
-            choice[i] = best_id;
+            // The one-byte token is never forbidden, so best is finite.
+            unsafe {
+                *dist.get_unchecked_mut(i & mask) = best;
+                *choice.get_unchecked_mut(i) = best_id;
+            }
             if start_i {
                 s2 = s1;
                 s1 = i;
             }
         }
+        scratch.starts.pop();
     }
 
     /// Fills `scratch.choice[i]` with the longest token starting at every position.
@@ -169,16 +177,8 @@ impl Encoder {
         let mut stepper = self.vocab.automaton().find_overlapping_stepper();
         for i in (0..n).rev() {
             stepper.consume(text[i]);
-            let mut best_len = 0usize;
-            let mut best_id = 0u32;
-            for m in stepper.matches() {
-                let len = m.end() - m.start();
-                if len > best_len {
-                    best_len = len;
-                    best_id = m.value();
-                }
-            }
-            choice[i] = best_id;
+            // The first match reported is the longest (see `mce_choices`); every byte matches.
+            choice[i] = stepper.matches().next().map_or(0, |m| m.value().id);
         }
     }
 }

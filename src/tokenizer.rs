@@ -143,9 +143,19 @@ impl Tokenizer {
         }
     }
 
+    /// Encodes `text` into a new vector, reusing this thread's scratch buffers.
     pub fn encode(&self, text: &[u8], allowed: Option<&SpecialMatcher>) -> Vec<u32> {
-        let mut out = Vec::with_capacity(text.len() / 3 + 1);
-        self.encode_into(text, allowed, &mut Scratch::default(), &mut out);
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+        }
+        let mut out = Vec::with_capacity(text.len() / 4 + 1);
+        SCRATCH.with(|s| match s.try_borrow_mut() {
+            Ok(mut scratch) => {
+                self.encode_into(text, allowed, &mut scratch, &mut out);
+                scratch.shrink(1 << 22);
+            }
+            Err(_) => self.encode_into(text, allowed, &mut Scratch::default(), &mut out),
+        });
         out
     }
 

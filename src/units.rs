@@ -80,25 +80,41 @@ pub fn unit_starts(text: &[u8], starts: &mut Vec<u8>) {
     }
 }
 
+/// `ASCII_JOINS[b]` is 1 for ASCII letters (the only joining ASCII characters).
+const ASCII_JOINS: [u8; 128] = {
+    let mut t = [0u8; 128];
+    let mut b = 0;
+    while b < 128 {
+        if (b as u8).is_ascii_alphabetic() {
+            t[b] = 1;
+        }
+        b += 1;
+    }
+    t
+};
+
 /// Unit starts of valid UTF-8; the first character always starts a unit.
 fn mark_valid(s: &str, starts: &mut [u8]) {
     let bytes = s.as_bytes();
-    let mut prev_joins = false;
+    let n = bytes.len();
+    assert!(starts.len() >= n);
+    let mut prev: u8 = 0; // 1 when the previous character joins
     let mut i = 0usize;
-    while i < bytes.len() {
-        let b = bytes[i];
+    while i < n {
+        // SAFETY: i < n <= starts.len().
+        let b = unsafe { *bytes.get_unchecked(i) };
         if b < 0x80 {
-            let joins = b.is_ascii_alphabetic();
-            starts[i] = u8::from(!(joins && prev_joins));
-            prev_joins = joins;
+            let j = ASCII_JOINS[b as usize];
+            unsafe { *starts.get_unchecked_mut(i) = 1 ^ (j & prev) };
+            prev = j;
             i += 1;
         } else {
             let len = utf8_len(b);
             // `s` is valid UTF-8, so the sequence is complete and decodes to one char.
             let c = s[i..i + len].chars().next().unwrap_or('\u{FFFD}');
-            let joins = char_joins(c);
-            starts[i] = u8::from(!(joins && prev_joins));
-            prev_joins = joins;
+            let j = u8::from(char_joins(c));
+            starts[i] = 1 ^ (j & prev);
+            prev = j;
             i += len;
         }
     }

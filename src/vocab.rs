@@ -12,6 +12,20 @@ use std::hash::{Hash, Hasher};
 
 use crate::Error;
 
+/// What the automaton reports for a token: its id and ε(id) (SPEC section 2), kept together so
+/// that the encoder's inner loop reads both from the match itself.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TokenValue {
+    pub eps: f64,
+    pub id: u32,
+}
+
+/// ε(t) of SPEC section 2 for token id `t`.
+#[inline]
+pub fn token_preference(t: u32) -> f64 {
+    0.1 / (10.0 + 10000.0 / (1.0 + 0.01 * t as f64))
+}
+
 /// Largest id a vocabulary may use (ids are stored as u32; the top values are reserved).
 pub const MAX_ID: u32 = u32::MAX - 1;
 
@@ -23,8 +37,8 @@ pub struct Vocab {
     offsets: Vec<usize>,
     /// bytes -> id.
     index: HashTable<u32>,
-    /// Reversed tokens, value = id.
-    automaton: DoubleArrayAhoCorasick<u32>,
+    /// Reversed tokens, value = id and ε(id).
+    automaton: DoubleArrayAhoCorasick<TokenValue>,
     max_len: usize,
     len: usize,
 }
@@ -100,7 +114,7 @@ impl Vocab {
         let reversed = entries.iter().map(|(id, tok)| {
             let mut r = tok.clone();
             r.reverse();
-            (r, *id)
+            (r, TokenValue { eps: token_preference(*id), id: *id })
         });
         let automaton = DoubleArrayAhoCorasickBuilder::new()
             .match_kind(MatchKind::Standard)
@@ -164,9 +178,11 @@ impl Vocab {
         (0..self.id_bound() as u32).filter_map(move |id| self.token(id).map(|t| (id, t)))
     }
 
-    /// The automaton over reversed tokens (values are ids).
+    /// The automaton over reversed tokens. After consuming byte `i` of the reversed text, its
+    /// overlapping matches are the tokens starting at `i`, longest first (the state's own
+    /// pattern, then the outputs along its failure chain); the encoder relies on that order.
     #[inline]
-    pub fn automaton(&self) -> &DoubleArrayAhoCorasick<u32> {
+    pub fn automaton(&self) -> &DoubleArrayAhoCorasick<TokenValue> {
         &self.automaton
     }
 
@@ -229,10 +245,10 @@ mod tests {
         let mut found = Vec::new();
         for i in (0..text.len()).rev() {
             st.consume(text[i]);
-            let mut here: Vec<usize> = st.matches().map(|m| m.end() - m.start()).collect();
-            here.sort();
+            let here: Vec<usize> = st.matches().map(|m| m.end() - m.start()).collect();
             found.push((i, here));
         }
-        assert_eq!(found, vec![(2, vec![1]), (1, vec![1, 2]), (0, vec![1, 2, 3])]);
+        // longest first: the encoder relies on this order
+        assert_eq!(found, vec![(2, vec![1]), (1, vec![2, 1]), (0, vec![3, 2, 1])]);
     }
 }
