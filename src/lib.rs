@@ -3,9 +3,13 @@
 //! The core is plain Rust (one idea per module, named after the paper); this file holds only the
 //! module list and, behind the `python` feature, the PyO3 bindings.
 
+pub mod count;
 pub mod error;
+pub mod filter;
 pub mod mce;
+pub mod spill;
 pub mod tokenizer;
+pub mod trie;
 pub mod units;
 pub mod vocab;
 
@@ -363,6 +367,174 @@ mod bindings {
         }
     }
 
+    fn make_pool(num_threads: Option<usize>) -> PyResult<rayon::ThreadPool> {
+        let mut b = rayon::ThreadPoolBuilder::new();
+        if let Some(n) = num_threads {
+            if n == 0 {
+                return Err(PyValueError::new_err("num_threads must be positive"));
+            }
+            b = b.num_threads(n);
+        }
+        b.build().map_err(|e| PyRuntimeError::new_err(format!("cannot start threads: {e}")))
+    }
+
+    fn str_bytes<'a>(docs: &'a [Bound<'_, PyString>]) -> PyResult<Vec<&'a [u8]>> {
+        docs.iter()
+            .enumerate()
+            .map(|(k, d)| {
+                d.to_str().map(|s| s.as_bytes()).map_err(|_| {
+                    PyValueError::new_err(format!("document {k} is not valid Unicode (lone surrogates)"))
+                })
+            })
+            .collect()
+    }
+
+    /// CNF counting over rounds (Algorithm 1); the Python side feeds batches of documents.
+    #[pyclass(module = "cnfmce._core", name = "Counter", frozen)]
+    struct PyCounter {
+        inner: std::sync::Mutex<crate::count::Counter>,
+        pool: rayon::ThreadPool,
+    }
+
+    impl PyCounter {
+        fn lock(&self) -> std::sync::MutexGuard<'_, crate::count::Counter> {
+            self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        }
+    }
+
+    #[pymethods]
+    impl PyCounter {
+        /// rounds: (min_len, max_len, threshold) triples; budget: table bytes before spilling.
+        #[new]
+        #[pyo3(signature = (rounds, raw_vocab_size, budget, tmp_dir, num_threads=None))]
+        fn new(
+            py: Python<'_>,
+            rounds: Vec<(usize, usize, u64)>,
+            raw_vocab_size: usize,
+            budget: usize,
+            tmp_dir: std::path::PathBuf,
+            num_threads: Option<usize>,
+        ) -> PyResult<Self> {
+            let rounds = rounds
+                .into_iter()
+                .map(|(a, b, t)| crate::count::Round { min_len: a, max_len: b, threshold: t })
+                .collect();
+            let c = crate::count::Counter::new(rounds, raw_vocab_size, budget, tmp_dir)
+                .map_err(|e| to_py(py, e))?;
+            Ok(PyCounter { inner: std::sync::Mutex::new(c), pool: make_pool(num_threads)? })
+        }
+
+        fn begin_round(&self, py: Python<'_>) -> PyResult<()> {
+            let mut g = self.lock();
+            let c = &mut *g;
+            py.detach(|| guarded(|| c.begin_round()))?.map_err(|e| to_py(py, e))
+        }
+
+        /// Counts a batch of documents with the GIL released.
+        fn add(&self, py: Python<'_>, docs: Vec<Bound<'_, PyString>>) -> PyResult<()> {
+            let bytes = str_bytes(&docs)?;
+            let mut g = self.lock();
+            let c = &mut *g;
+            let pool = &self.pool;
+            py.detach(|| guarded(|| pool.install(|| c.add(&bytes))))?.map_err(|e| to_py(py, e))
+        }
+
+        /// Ends the round; returns its statistics as a dict.
+        fn end_round<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+            let mut g = self.lock();
+            let c = &mut *g;
+            let pool = &self.pool;
+            let st = py.detach(|| guarded(|| pool.install(|| c.end_round())))?.map_err(|e| to_py(py, e))?;
+            let d = pyo3::types::PyDict::new(py);
+            d.set_item("distinct", st.distinct)?;
+            d.set_item("retained", st.retained)?;
+            d.set_item("spills", st.spills)?;
+            d.set_item("spilled_bytes", st.spilled_bytes)?;
+            d.set_item("peak_table_bytes", st.peak_table_bytes)?;
+            d.set_item("kept_bytes", c.kept_bytes())?;
+            Ok(d)
+        }
+
+        #[getter]
+        fn table_bytes(&self) -> usize {
+            self.lock().table_bytes()
+        }
+
+        #[getter]
+        fn round(&self) -> usize {
+            self.lock().round()
+        }
+
+        /// The raw vocabulary: (tokens, counts), best first.
+        fn result<'py>(&self, py: Python<'py>) -> (Vec<Bound<'py, PyBytes>>, Vec<u64>) {
+            let c = self.lock();
+            let r = c.result();
+            (r.iter().map(|(k, _)| PyBytes::new(py, k)).collect(), r.iter().map(|e| e.1).collect())
+        }
+    }
+
+    /// CNF filtering: usage counts of the raw vocabulary under MCE.
+    #[pyclass(module = "cnfmce._core", name = "Filter", frozen)]
+    struct PyFilter {
+        inner: std::sync::Mutex<crate::filter::Filter>,
+        pool: rayon::ThreadPool,
+    }
+
+    #[pymethods]
+    impl PyFilter {
+        /// tokens: the raw vocabulary, id = index; must hold every single byte.
+        #[new]
+        #[pyo3(signature = (tokens, boundary_penalty=0.05, token_preference=true, num_threads=None))]
+        fn new(
+            py: Python<'_>,
+            tokens: Vec<Bound<'_, PyBytes>>,
+            boundary_penalty: f64,
+            token_preference: bool,
+            num_threads: Option<usize>,
+        ) -> PyResult<Self> {
+            if boundary_penalty.is_nan() || boundary_penalty < 0.0 {
+                return Err(PyValueError::new_err("boundary_penalty must be >= 0"));
+            }
+            let raw: Vec<Vec<u8>> = tokens.iter().map(|b| b.as_bytes().to_vec()).collect();
+            let options = Options { algorithm: Algorithm::Mce, boundary_penalty, token_preference };
+            let pool = make_pool(num_threads)?;
+            let f = py
+                .detach(|| guarded(|| pool.install(|| crate::filter::Filter::new(raw, options))))?
+                .map_err(|e| to_py(py, e))?;
+            Ok(PyFilter { inner: std::sync::Mutex::new(f), pool })
+        }
+
+        /// Encodes a batch of documents and adds their token usage (GIL released).
+        fn add(&self, py: Python<'_>, docs: Vec<Bound<'_, PyString>>) -> PyResult<()> {
+            let bytes = str_bytes(&docs)?;
+            let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            let f = &mut *g;
+            let pool = &self.pool;
+            py.detach(|| guarded(|| pool.install(|| f.add(&bytes))))
+        }
+
+        /// (tokens produced, bytes encoded) so far.
+        fn totals(&self) -> (u64, u64) {
+            self.inner.lock().unwrap_or_else(|p| p.into_inner()).totals()
+        }
+
+        /// Usage count of every raw id.
+        fn usage(&self) -> Vec<u64> {
+            self.inner.lock().unwrap_or_else(|p| p.into_inner()).usage()
+        }
+
+        /// The k tokens of the final vocabulary in id order: (tokens, usage, raw ids).
+        fn select<'py>(&self, py: Python<'py>, k: usize) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<u64>, Vec<u32>)> {
+            let f = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            let sel = f.select(k).map_err(|e| to_py(py, e))?;
+            Ok((
+                sel.iter().map(|s| PyBytes::new(py, &s.token)).collect(),
+                sel.iter().map(|s| s.usage).collect(),
+                sel.iter().map(|s| s.raw_id).collect(),
+            ))
+        }
+    }
+
     /// 1 where a byte is the first byte of its unit (SPEC section 2), else 0.
     #[pyfunction]
     fn unit_starts<'py>(py: Python<'py>, data: &[u8]) -> Bound<'py, PyBytes> {
@@ -375,6 +547,8 @@ mod bindings {
     fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_class::<PyCoreTokenizer>()?;
         m.add_class::<PySpecialMatcher>()?;
+        m.add_class::<PyCounter>()?;
+        m.add_class::<PyFilter>()?;
         m.add_function(wrap_pyfunction!(unit_starts, m)?)?;
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         Ok(())

@@ -2,7 +2,11 @@
 
 ::
 
+    cnfmce train -o TOKENIZER --vocab-size N [--raw-vocab-size M] [--threads T] INPUT...
+    cnfmce count -o COUNTS [--raw-vocab-size M] [--threads T] INPUT...
+    cnfmce train -o TOKENIZER --vocab-size N --counts COUNTS INPUT...
     cnfmce encode -t TOKENIZER [INPUT...]     # one JSON list of ids per input document
+    cnfmce demo                               # the main job on the small bundled corpus
     cnfmce --version
 """
 
@@ -63,6 +67,73 @@ def _cmd_encode(args: argparse.Namespace) -> int:
     return 0
 
 
+def _size(s: str) -> int:
+    """Parses a byte size such as 8G, 512M, 1000000."""
+    units = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+    s = s.strip().lower().rstrip("b")
+    try:
+        if s and s[-1] in units:
+            return int(float(s[:-1]) * units[s[-1]])
+        return int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {s!r} (e.g. 8G, 512M)") from None
+
+
+def _rounds(s: str):
+    """Parses rounds such as '1-12:0,13-21:80,22-30:80'."""
+    out = []
+    try:
+        for part in s.split(","):
+            lens, thr = part.split(":")
+            lo, hi = lens.split("-")
+            out.append((int(lo), int(hi), int(thr)))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad rounds {s!r}; expected e.g. 1-12:0,13-21:80,22-30:80") from None
+    return tuple(out)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from .training import DEFAULT_ROUNDS, train, train_from_counts
+    opts = dict(algorithm=args.algorithm, boundary_penalty=args.boundary_penalty)
+    if args.counts:
+        tok = train_from_counts(args.counts, args.inputs, vocab_size=args.vocab_size,
+                                special_tokens=args.special_token, num_threads=args.threads,
+                                progress=not args.quiet, raw_vocab_size=args.raw_vocab_size, **opts)
+    else:
+        tok = train(args.inputs, vocab_size=args.vocab_size,
+                    raw_vocab_size=args.raw_vocab_size or 5_000_000,
+                    rounds=args.rounds or DEFAULT_ROUNDS, special_tokens=args.special_token,
+                    num_threads=args.threads, progress=not args.quiet,
+                    memory_limit=args.memory_limit, **opts)
+    tok.save(args.output)
+    if not args.quiet:
+        print(f"wrote {args.output} ({tok.vocab_size:,} ids)", file=sys.stderr)
+    return 0
+
+
+def _cmd_count(args: argparse.Namespace) -> int:
+    from .training import DEFAULT_ROUNDS, count, save_counts
+    counts = count(args.inputs, raw_vocab_size=args.raw_vocab_size or 5_000_000,
+                   rounds=args.rounds or DEFAULT_ROUNDS, num_threads=args.threads,
+                   progress=not args.quiet, memory_limit=args.memory_limit)
+    save_counts(counts, args.output)
+    if not args.quiet:
+        print(f"wrote {args.output} ({len(counts):,} candidates)", file=sys.stderr)
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+    run_demo(vocab_size=args.vocab_size, output=args.output, progress=not args.quiet,
+             num_threads=args.threads)
+    return 0
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=int, default=None, metavar="T", help="worker threads (default: all cores)")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cnfmce", description="CNF vocabularies and min-cost encoding")
     p.add_argument("--version", action="version", version=f"cnfmce {__version__}")
@@ -76,6 +147,36 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--jsonl", action="store_true", help="stdin holds JSON lines with a \"text\" field")
     e.add_argument("--allow-special", action="store_true", help="match special tokens in the text")
     e.set_defaults(func=_cmd_encode)
+
+    inputs_help = ".txt (one document per file), .jsonl / .jsonl.gz / .jsonl.zst (field \"text\"), .parquet"
+    t = sub.add_parser("train", help="train a CNF vocabulary (counting and filtering)")
+    t.add_argument("-o", "--output", required=True, help="tokenizer file to write (.json or .json.gz)")
+    t.add_argument("--vocab-size", type=int, required=True, metavar="N", help="ids in the result, bytes and specials included")
+    t.add_argument("--raw-vocab-size", type=int, default=None, metavar="M", help="candidates kept by counting (default 5,000,000)")
+    t.add_argument("--counts", default=None, help="skip counting: use this counts file (from `cnfmce count`)")
+    t.add_argument("--special-token", action="append", default=[], metavar="S", help="a special token (repeatable); gets the last ids")
+    t.add_argument("--memory-limit", type=_size, default=None, metavar="SIZE", help="memory bound for counting, e.g. 8G (default: half the RAM)")
+    t.add_argument("--rounds", type=_rounds, default=None, help="counting rounds, e.g. 1-12:0,13-21:80,22-30:80")
+    t.add_argument("--algorithm", choices=["mce", "fmm"], default="mce", help="encoding algorithm saved with the tokenizer")
+    t.add_argument("--boundary-penalty", type=float, default=0.05, metavar="LAMBDA", help="λ (default 0.05)")
+    t.add_argument("inputs", nargs="+", metavar="INPUT", help=inputs_help)
+    _add_common(t)
+    t.set_defaults(func=_cmd_train)
+
+    c = sub.add_parser("count", help="the counting phase only: write a counts file")
+    c.add_argument("-o", "--output", required=True, help="counts file to write (.tsv or .tsv.gz)")
+    c.add_argument("--raw-vocab-size", type=int, default=None, metavar="M", help="candidates to keep (default 5,000,000)")
+    c.add_argument("--memory-limit", type=_size, default=None, metavar="SIZE", help="memory bound, e.g. 8G (default: half the RAM)")
+    c.add_argument("--rounds", type=_rounds, default=None, help="counting rounds, e.g. 1-12:0,13-21:80,22-30:80")
+    c.add_argument("inputs", nargs="+", metavar="INPUT", help=inputs_help)
+    _add_common(c)
+    c.set_defaults(func=_cmd_count)
+
+    d = sub.add_parser("demo", help="train on the bundled sample corpus and compare with BPE")
+    d.add_argument("--vocab-size", type=int, default=8192, metavar="N", help="vocabulary size (default 8192)")
+    d.add_argument("-o", "--output", default=None, help="also save the trained tokenizer here")
+    _add_common(d)
+    d.set_defaults(func=_cmd_demo)
     return p
 
 

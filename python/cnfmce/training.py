@@ -1,0 +1,458 @@
+"""CNF training: counting (Algorithm 1) and filtering (paper section 3.1; SPEC section 4).
+
+The heavy work runs in the Rust core with the GIL released; this module streams the documents in
+batches, shows progress and keeps Ctrl-C responsive (an interrupt stops between batches and
+removes temporary files).
+
+>>> tok = cnfmce.train(["some text", "more text"], vocab_size=300)      # doctest: +SKIP
+>>> counts = cnfmce.count(paths, raw_vocab_size=1_000_000)                 # doctest: +SKIP
+>>> tok = cnfmce.train_from_counts(counts, paths, vocab_size=32_000)     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import os
+import resource
+import sys
+import tempfile
+import time
+import warnings
+from typing import (Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
+                    Union)
+
+from . import _core
+from .corpus import Inputs, is_path_list, iter_documents
+from .errors import CorpusError, TokenizerFileError
+from .formats import read_bytes, write_bytes_atomic
+from .tokenizer import Tokenizer, _check_options
+
+__all__ = ["DEFAULT_ROUNDS", "Counts", "count", "train", "train_from_counts", "save_counts",
+           "load_counts", "merge_counts", "default_memory_limit"]
+
+DEFAULT_ROUNDS: Tuple[Tuple[int, int, int], ...] = ((1, 12, 0), (13, 21, 80), (22, 30, 80))
+BATCH_BYTES = 4 << 20
+COUNTS_MAGIC = "# cnfmce counts v1"
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+def default_memory_limit() -> int:
+    """Half of the machine's physical memory (bytes)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.5)
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 8 << 30
+
+
+def _rss_bytes() -> int:
+    """Current resident set size (bytes), from /proc when available."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return _peak_rss_bytes()
+
+
+def _peak_rss_bytes() -> int:
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return r if sys.platform == "darwin" else r * 1024
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"  # pragma: no cover
+
+
+def _check_rounds(rounds: Any) -> List[Tuple[int, int, int]]:
+    try:
+        out = [(int(a), int(b), int(t)) for a, b, t in rounds]
+    except (TypeError, ValueError):
+        raise TypeError("rounds must be a sequence of (min_length, max_length, threshold) triples") from None
+    for a, b, t in out:
+        if a < 1 or b < a or t < 0:
+            raise ValueError(f"bad round {(a, b, t)}: need 1 <= min <= max and threshold >= 0")
+    return out
+
+
+def _check_positive(name: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise ValueError(f"{name} must be a positive int, got {v!r}")
+    return v
+
+
+def _check_threads(num_threads: Optional[int]) -> Optional[int]:
+    if num_threads is None:
+        return None
+    return _check_positive("num_threads", num_threads)
+
+
+class _Corpus:
+    """A re-readable view of the training inputs: a list of documents, a list of paths, or a
+    one-shot iterable spooled to a temporary JSON-lines file on its first pass."""
+
+    def __init__(self, inputs: Inputs, tmp_dir: str):
+        self.total_bytes: Optional[int] = None
+        self.documents: Optional[int] = None
+        self._spool_path: Optional[str] = None
+        self._paths = None
+        self._docs = None
+        self._iter = None
+        if is_path_list(inputs):
+            self._paths = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+            for p in self._paths:
+                if not os.path.exists(os.fspath(p)):
+                    raise FileNotFoundError(f"no such file: {os.fspath(p)}")
+        elif isinstance(inputs, (str, bytes)):
+            raise TypeError("inputs must be an iterable of documents or a list of paths, not a "
+                            "single string (wrap one document in a list)")
+        elif isinstance(inputs, (list, tuple)):
+            self._docs = inputs
+        else:
+            try:
+                self._iter = iter(inputs)  # type: ignore[arg-type]
+            except TypeError:
+                raise TypeError(f"inputs must be an iterable of str or a list of paths, got "
+                                f"{type(inputs).__name__}") from None
+            self._spool_path = os.path.join(tmp_dir, "spool.jsonl")
+
+    def batches(self, batch_bytes: int = BATCH_BYTES) -> Iterator[Tuple[List[str], int]]:
+        """Yields (documents, their UTF-8 size) in batches of about ``batch_bytes``."""
+        first = self.total_bytes is None
+        total = 0
+        ndocs = 0
+        spool = None
+        if self._iter is not None:
+            if first:
+                source: Iterable[str] = iter_documents(self._iter)
+                spool = open(self._spool_path, "w", encoding="utf-8")  # type: ignore[arg-type]
+            else:
+                source = iter_documents([self._spool_path])  # type: ignore[list-item]
+        elif self._paths is not None:
+            source = iter_documents(self._paths)
+        else:
+            source = iter_documents(self._docs)  # type: ignore[arg-type]
+        batch: List[str] = []
+        size = 0
+        try:
+            for doc in source:
+                if spool is not None:
+                    spool.write(json.dumps({"text": doc}, ensure_ascii=False))
+                    spool.write("\n")
+                n = len(doc) if doc.isascii() else len(doc.encode("utf-8", "surrogatepass"))
+                batch.append(doc)
+                size += n
+                total += n
+                ndocs += 1
+                if size >= batch_bytes:
+                    yield batch, size
+                    batch, size = [], 0
+            if batch:
+                yield batch, size
+        finally:
+            if spool is not None:
+                spool.close()
+        if first:
+            self.total_bytes = total
+            self.documents = ndocs
+
+
+class _Progress:
+    """A tqdm bar on stderr (or nothing when progress is off)."""
+
+    def __init__(self, enabled: bool, desc: str, total: Optional[int]):
+        self.bar = None
+        self.t0 = time.perf_counter()
+        self.done = 0
+        if enabled:
+            from tqdm.auto import tqdm
+            self.bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1000,
+                            file=sys.stderr, dynamic_ncols=True, leave=True)
+
+    def update(self, n: int, **postfix: Any) -> None:
+        self.done += n
+        if self.bar is not None:
+            self.bar.update(n)
+            if postfix:
+                self.bar.set_postfix(postfix, refresh=False)
+
+    def close(self, summary: Optional[str] = None) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            if summary:
+                print(summary, file=sys.stderr, flush=True)
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self.t0
+
+
+# --- counts ---------------------------------------------------------------------------------------
+
+class Counts(dict):
+    """The raw vocabulary: a ``dict`` mapping candidate bytes to their count, best first, with an
+    ``info`` attribute describing how it was made (rounds, documents, bytes, timings)."""
+
+    info: Dict[str, Any]
+
+    def __init__(self, *args: Any, info: Optional[Dict[str, Any]] = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.info = dict(info or {})
+
+
+def count(inputs: Inputs, raw_vocab_size: int = 5_000_000,
+          rounds: Sequence[Tuple[int, int, int]] = DEFAULT_ROUNDS, num_threads: Optional[int] = None,
+          progress: bool = True, memory_limit: Optional[int] = None,
+          tmp_dir: Optional[str] = None) -> Counts:
+    """The counting phase of CNF (paper Algorithm 1): counts valid candidates in length rounds
+    and returns the ``raw_vocab_size`` most frequent (ties by bytes) as :class:`Counts`.
+
+    ``inputs``: an iterable of ``str`` (one document each) or a list of paths (``.txt``,
+    ``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst``, ``.parquet``). ``memory_limit`` (bytes, default
+    half the machine's memory) bounds the counting tables: beyond it they are spilled to sorted
+    runs in ``tmp_dir`` and merged, so the counts stay exact.
+    """
+    with tempfile.TemporaryDirectory(prefix="cnfmce-", dir=tmp_dir) as tmp:
+        corpus = _Corpus(inputs, tmp)
+        return _count(corpus, raw_vocab_size, rounds, num_threads, progress, memory_limit, tmp)
+
+
+def _count(corpus: _Corpus, raw_vocab_size: int, rounds: Sequence[Tuple[int, int, int]],
+           num_threads: Optional[int], progress: bool, memory_limit: Optional[int],
+           tmp: str) -> Counts:
+    raw_vocab_size = _check_positive("raw_vocab_size", raw_vocab_size)
+    rounds_ = _check_rounds(rounds)
+    limit = default_memory_limit() if memory_limit is None else _check_positive("memory_limit", memory_limit)
+    base_rss = _rss_bytes()
+    # The tables get 60% of what the limit leaves; the rest covers batches, the kept candidates,
+    # the trie and hash-table growth.
+    budget = max(16 << 20, int(0.6 * (limit - base_rss)))
+    counter = _core.Counter(rounds_, raw_vocab_size, budget, os.path.join(tmp, ""),
+                            _check_threads(num_threads))
+    info: Dict[str, Any] = {"rounds": [list(r) for r in rounds_], "raw_vocab_size": raw_vocab_size,
+                            "memory_limit": limit, "round_stats": []}
+    t_start = time.perf_counter()
+    for k, (lo, hi, thr) in enumerate(rounds_):
+        counter.begin_round()
+        bar = _Progress(progress, f"count {k + 1}/{len(rounds_)} [{lo}-{hi}] t={thr}", corpus.total_bytes)
+        try:
+            for batch, size in corpus.batches():
+                counter.add(batch)
+                bar.update(size, table=_fmt_bytes(counter.table_bytes), rss=_fmt_bytes(_rss_bytes()))
+        except BaseException:
+            bar.close()
+            raise
+        st = dict(counter.end_round())
+        st.update(round=k + 1, min_len=lo, max_len=hi, threshold=thr, seconds=round(bar.seconds, 3),
+                  bytes=bar.done, peak_rss=_peak_rss_bytes())
+        info["round_stats"].append(st)
+        if k == 0 and corpus.total_bytes == 0:
+            bar.close()
+            raise ValueError("the corpus is empty: no text to train on")
+        mbps = bar.done / max(bar.seconds, 1e-9) / 1e6
+        bar.close(f"  round {k + 1} [{lo}-{hi}] t={thr}: {_fmt_bytes(bar.done)} in {bar.seconds:.1f}s "
+                  f"({mbps:.2f} MB/s), {st['distinct']:,} distinct, {st['retained']:,} retained, "
+                  f"table peak {_fmt_bytes(st['peak_table_bytes'])}, {st['spills']} spills, "
+                  f"peak RSS {_fmt_bytes(st['peak_rss'])}")
+    toks, counts = counter.result()
+    info.update(documents=corpus.documents, bytes=corpus.total_bytes,
+                seconds=round(time.perf_counter() - t_start, 3), peak_rss=_peak_rss_bytes())
+    if info["peak_rss"] > limit:
+        warnings.warn(f"peak memory {_fmt_bytes(info['peak_rss'])} exceeded memory_limit "
+                      f"{_fmt_bytes(limit)}", RuntimeWarning, stacklevel=3)
+    return Counts(zip(toks, counts), info=info)
+
+
+# --- counts files -----------------------------------------------------------------------------
+
+def save_counts(counts: Mapping[bytes, int], path: "os.PathLike[str] | str") -> None:
+    """Writes counts as text (gzip when ``path`` ends in ``.gz``), atomically.
+
+    Format: a first line ``# cnfmce counts v1``, a second line ``# `` followed by a JSON object
+    (how the counts were made; may be ``{}``), then one ``<base64 bytes>\\t<count>`` line per
+    candidate, best first (count descending, ties by bytes).
+    """
+    info = getattr(counts, "info", {}) or {}
+    items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    lines = [COUNTS_MAGIC, "# " + json.dumps(info, ensure_ascii=True, default=str)]
+    for tok, c in items:
+        if not isinstance(tok, bytes) or not isinstance(c, int) or c < 0:
+            raise TypeError("counts must map bytes to non-negative ints")
+        lines.append(f"{base64.b64encode(tok).decode('ascii')}\t{c}")
+    write_bytes_atomic(path, ("\n".join(lines) + "\n").encode("ascii"))
+
+
+def load_counts(path: "os.PathLike[str] | str") -> Counts:
+    """Reads a counts file written by :func:`save_counts` / ``cnfmce count``."""
+    p = os.fspath(path)
+    data = read_bytes(p)
+    lines = data.split(b"\n")
+    if not lines or lines[0].strip().decode("ascii", "replace") != COUNTS_MAGIC:
+        raise TokenizerFileError(f"{p}: not a cnfmce counts file (first line must be {COUNTS_MAGIC!r})")
+    info: Dict[str, Any] = {}
+    out = Counts()
+    for lineno, line in enumerate(lines[1:], 2):
+        if not line.strip():
+            continue
+        if line.startswith(b"#"):
+            if lineno == 2:
+                try:
+                    info = json.loads(line[1:].strip() or b"{}")
+                except ValueError:
+                    raise TokenizerFileError(f"{p}:2: malformed JSON header") from None
+            continue
+        parts = line.split(b"\t")
+        if len(parts) != 2:
+            raise TokenizerFileError(f"{p}:{lineno}: expected '<base64>\\t<count>'")
+        try:
+            tok = base64.b64decode(parts[0], validate=True)
+            c = int(parts[1])
+        except (binascii.Error, ValueError):
+            raise TokenizerFileError(f"{p}:{lineno}: bad base64 or count") from None
+        if not tok or c < 0:
+            raise TokenizerFileError(f"{p}:{lineno}: empty candidate or negative count")
+        out[tok] = out.get(tok, 0) + c
+    out.info = info if isinstance(info, dict) else {}
+    return out
+
+
+def merge_counts(*counts: Union[Mapping[bytes, int], "os.PathLike[str]", str]) -> Counts:
+    """Sums several counts (mappings or counts files), e.g. made on different machines.
+
+    Counts made on shards of a corpus are exact sums only where every shard kept the candidate;
+    candidates cut by a shard's threshold or ``raw_vocab_size`` are undercounted. Count shards with
+    generous ``raw_vocab_size`` to keep the merge close to counting the whole corpus at once.
+    """
+    out = Counts()
+    for c in counts:
+        m = load_counts(c) if isinstance(c, (str, os.PathLike)) else c
+        for k, v in m.items():
+            out[k] = out.get(k, 0) + v
+    out.info = {"merged": len(counts)}
+    return out
+
+
+def _raw_vocabulary(counts: Mapping[bytes, int], raw_vocab_size: Optional[int]) -> List[bytes]:
+    """Raw vocabulary ids: ranked by count (ties by bytes), then the missing single bytes."""
+    items = []
+    for k, v in counts.items():
+        if not isinstance(k, bytes) or not k:
+            raise TypeError("counts must map non-empty bytes to ints")
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"count of {k!r} must be a non-negative int, got {v!r}")
+        items.append((k, v))
+    items.sort(key=lambda kv: (-kv[1], kv[0]))
+    if raw_vocab_size is not None:
+        items = items[:raw_vocab_size]
+    toks = [k for k, _ in items]
+    present = set(toks)
+    toks.extend(bytes([b]) for b in range(256) if bytes([b]) not in present)
+    return toks
+
+
+# --- filtering and training -----------------------------------------------------------------------
+
+def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str], inputs: Inputs,
+                      vocab_size: int = 250_000, special_tokens: Sequence[str] = (),
+                      num_threads: Optional[int] = None, progress: bool = True,
+                      raw_vocab_size: Optional[int] = None, algorithm: str = "mce",
+                      boundary_penalty: float = 0.05, token_preference: bool = True,
+                      tmp_dir: Optional[str] = None) -> Tokenizer:
+    """The filtering phase of CNF: encodes ``inputs`` once with MCE over the raw vocabulary
+    (``counts``: a mapping bytes -> count, or the path of a counts file) and keeps the
+    ``vocab_size - len(special_tokens)`` most used tokens, all 256 single bytes included, ids
+    ordered by usage (ties by bytes); special tokens get the last ids."""
+    with tempfile.TemporaryDirectory(prefix="cnfmce-", dir=tmp_dir) as tmp:
+        corpus = _Corpus(inputs, tmp)
+        return _filter(counts, corpus, vocab_size, special_tokens, num_threads, progress,
+                       raw_vocab_size, algorithm, boundary_penalty, token_preference, {})
+
+
+def _filter(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str], corpus: _Corpus,
+            vocab_size: int, special_tokens: Sequence[str], num_threads: Optional[int],
+            progress: bool, raw_vocab_size: Optional[int], algorithm: str,
+            boundary_penalty: float, token_preference: bool,
+            meta: Dict[str, Any]) -> Tokenizer:
+    opts = _check_options(algorithm, boundary_penalty, token_preference)
+    vocab_size = _check_positive("vocab_size", vocab_size)
+    if isinstance(special_tokens, str):
+        raise TypeError("special_tokens must be a sequence of strings, not a string")
+    specials = list(special_tokens)
+    for s in specials:
+        if not isinstance(s, str) or not s:
+            raise ValueError(f"special tokens must be non-empty strings, got {s!r}")
+    if len(set(specials)) != len(specials):
+        raise ValueError("special_tokens has duplicates")
+    k = vocab_size - len(specials)
+    if k < 256:
+        raise ValueError(f"vocab_size {vocab_size} is too small: it must hold the 256 single bytes "
+                         f"plus {len(specials)} special tokens")
+    if raw_vocab_size is not None:
+        _check_positive("raw_vocab_size", raw_vocab_size)
+    if isinstance(counts, (str, os.PathLike)):
+        counts = load_counts(counts)
+    elif not isinstance(counts, Mapping):
+        raise TypeError("counts must be a mapping bytes -> int or the path of a counts file")
+    raw = _raw_vocabulary(counts, raw_vocab_size)
+    flt = _core.Filter(raw, opts["boundary_penalty"], opts["token_preference"], _check_threads(num_threads))
+    bar = _Progress(progress, "filter", corpus.total_bytes)
+    try:
+        for batch, size in corpus.batches():
+            flt.add(batch)
+            bar.update(size, rss=_fmt_bytes(_rss_bytes()))
+    except BaseException:
+        bar.close()
+        raise
+    ntok, nbytes = flt.totals()
+    if nbytes == 0:
+        bar.close()
+        raise ValueError("the corpus is empty: no text to train on")
+    toks, usage, _raw_ids = flt.select(k)
+    used = sum(1 for u in usage if u > 0)
+    bar.close(f"  filter: {_fmt_bytes(nbytes)} in {bar.seconds:.1f}s "
+              f"({nbytes / max(bar.seconds, 1e-9) / 1e6:.2f} MB/s), raw vocabulary {len(raw):,}, "
+              f"{used:,} of {len(toks):,} kept tokens used, {nbytes / max(ntok, 1):.3f} bytes/token "
+              f"on the training text with the raw vocabulary")
+    if len(toks) < k:
+        warnings.warn(f"the raw vocabulary has only {len(raw)} tokens: the result has "
+                      f"{len(toks) + len(specials)} ids instead of {vocab_size}", RuntimeWarning,
+                      stacklevel=3)
+    metadata = dict(meta)
+    metadata.update(trainer="cnfmce", vocab_size=vocab_size, raw_vocabulary=len(raw),
+                    filtering={"seconds": round(bar.seconds, 3), "bytes": nbytes, "tokens": ntok,
+                               "used_tokens": used})
+    tok = Tokenizer.from_tokens(list(toks), special_tokens=specials, **opts)
+    tok.metadata.update(metadata)
+    return tok
+
+
+def train(inputs: Inputs, vocab_size: int = 250_000, raw_vocab_size: int = 5_000_000,
+          rounds: Sequence[Tuple[int, int, int]] = DEFAULT_ROUNDS, special_tokens: Sequence[str] = (),
+          num_threads: Optional[int] = None, progress: bool = True,
+          memory_limit: Optional[int] = None, algorithm: str = "mce",
+          boundary_penalty: float = 0.05, token_preference: bool = True,
+          tmp_dir: Optional[str] = None) -> Tokenizer:
+    """Trains a CNF vocabulary (SPEC section 4) and returns its :class:`Tokenizer`.
+
+    Equal to ``train_from_counts(count(inputs, ...), inputs, ...)``. The result has
+    ``vocab_size`` ids (byte tokens and special tokens included), ordered by usage in the
+    filtering pass, special tokens last. The same inputs give the same vocabulary whatever
+    ``num_threads`` and whatever the order of the documents.
+    """
+    opts = _check_options(algorithm, boundary_penalty, token_preference)
+    vocab_size = _check_positive("vocab_size", vocab_size)
+    if vocab_size - len(list(special_tokens)) < 256:
+        raise ValueError(f"vocab_size {vocab_size} is too small: it must hold the 256 single bytes "
+                         f"plus {len(list(special_tokens))} special tokens")
+    with tempfile.TemporaryDirectory(prefix="cnfmce-", dir=tmp_dir) as tmp:
+        corpus = _Corpus(inputs, tmp)
+        counts = _count(corpus, raw_vocab_size, rounds, num_threads, progress, memory_limit, tmp)
+        meta = {"counting": counts.info}
+        return _filter(counts, corpus, vocab_size, special_tokens, num_threads, progress, None,
+                       opts["algorithm"], opts["boundary_penalty"], opts["token_preference"], meta)

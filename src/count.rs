@@ -1,0 +1,692 @@
+//! CNF counting (paper section 3.1.1, Algorithm 1; SPEC section 4).
+//!
+//! Candidates are counted in rounds over consecutive length intervals. A candidate `x[i:j]`
+//! starts and ends on UTF-8 character boundaries and is valid when its boundary penalty (SPEC
+//! section 2) is not forbidden. Enumeration from a start position stops early exactly as
+//! Algorithm 1 says: when the substring is invalid and no extension can make it valid (it
+//! touches three units and does not start at a unit start), or when a valid substring shorter
+//! than the round's minimum length is not in the trie of earlier rounds with a count of at least
+//! the round's threshold.
+//!
+//! Counting is parallel over documents (and over position ranges of long documents) into one
+//! table sharded by hash, each shard behind its own lock, fed through small per-task buffers.
+//! When the table outgrows its memory budget it is sorted and spilled to a run file; the end of
+//! the round merges the runs, so counts stay exact within any budget. Counts are u64 sums, so
+//! the result does not depend on the number of threads or the order of the documents.
+//!
+//! After each round only what can still matter is kept: candidates whose count reaches a later
+//! round's threshold (for that round's trie), and the best `raw_vocab_size` candidates so far
+//! (by count, ties by bytes), which contain the final raw vocabulary.
+
+use std::hash::{Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use hashbrown::HashTable;
+use rayon::prelude::*;
+use rustc_hash::FxHasher;
+
+use crate::error::Error;
+use crate::spill;
+use crate::trie::{ByteTrie, ROOT};
+use crate::units::unit_starts;
+
+/// A counting round: candidate lengths `min_len..=max_len` (bytes), kept when their count is at
+/// least `threshold`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Round {
+    pub min_len: usize,
+    pub max_len: usize,
+    pub threshold: u64,
+}
+
+/// The paper's rounds: ([1, 12], 0), ([13, 21], 80), ([22, 30], 80).
+pub const DEFAULT_ROUNDS: [Round; 3] = [
+    Round { min_len: 1, max_len: 12, threshold: 0 },
+    Round { min_len: 13, max_len: 21, threshold: 80 },
+    Round { min_len: 22, max_len: 30, threshold: 80 },
+];
+
+/// Checks that rounds are consecutive, non-overlapping intervals starting at length 1.
+pub fn validate_rounds(rounds: &[Round]) -> Result<(), Error> {
+    if rounds.is_empty() {
+        return Err(Error::Value("rounds must not be empty".into()));
+    }
+    let mut next = 1usize;
+    for (k, r) in rounds.iter().enumerate() {
+        if r.min_len != next || r.max_len < r.min_len {
+            return Err(Error::Value(format!(
+                "round {k} is ({}, {}, {}); rounds must be consecutive, non-overlapping length \
+                 intervals starting at 1 (expected a round starting at {next})",
+                r.min_len, r.max_len, r.threshold
+            )));
+        }
+        if r.max_len > 1024 {
+            return Err(Error::Value(format!("round {k}: candidates longer than 1024 bytes are not supported")));
+        }
+        next = r.max_len + 1;
+    }
+    Ok(())
+}
+
+/// Algorithm 1's CountCandidates for the start positions in `positions` of one document:
+/// calls `emit` with every counted candidate. `starts` holds the unit starts of `doc` followed
+/// by a sentinel 1 (length `doc.len() + 1`). `trie` is used for lengths below `round.min_len`.
+pub fn count_candidates(
+    doc: &[u8],
+    starts: &[u8],
+    positions: std::ops::Range<usize>,
+    round: &Round,
+    trie: Option<&ByteTrie>,
+    mut emit: impl FnMut(&[u8]),
+) {
+    let n = doc.len();
+    debug_assert_eq!(starts.len(), n + 1);
+    let check_trie = round.min_len > 1;
+    for i in positions {
+        if doc[i] & 0xC0 == 0x80 {
+            continue; // candidates start on character boundaries
+        }
+        let start_i = starts[i] != 0;
+        let mut units = 1usize;
+        let mut node = Some(ROOT);
+        let max_l = round.max_len.min(n - i);
+        for l in 1..=max_l {
+            let j = i + l;
+            if l > 1 && starts[j - 1] != 0 {
+                units += 1;
+            }
+            if check_trie && l < round.min_len {
+                node = match (node, trie) {
+                    (Some(nd), Some(t)) => t.child(nd, doc[j - 1]),
+                    _ => None,
+                };
+            }
+            if j < n && doc[j] & 0xC0 == 0x80 {
+                continue; // ends inside a character: an extension may be valid
+            }
+            let whole = start_i && starts[j] != 0;
+            if units > 2 && !whole {
+                if !start_i {
+                    break; // forbidden, and no extension can start at a unit start
+                }
+                continue; // extending to the end of a unit can make it valid
+            }
+            if l >= round.min_len {
+                emit(&doc[i..j]);
+            } else if check_trie {
+                match (node, trie) {
+                    (Some(nd), Some(t)) if t.is_terminal(nd) => {}
+                    _ => break, // missing or low-frequency prefix
+                }
+            }
+        }
+    }
+}
+
+/// Keys of the counting tables: candidates packed so that key order is bytewise order.
+pub trait CountKey: Clone + Eq + Hash + Ord + Send + Sync + 'static {
+    /// Longest candidate the key can hold.
+    const MAX_LEN: usize;
+    fn from_bytes(b: &[u8]) -> Self;
+    fn bytes(&self) -> Vec<u8>;
+    /// Heap bytes owned by the key.
+    fn heap(&self) -> usize {
+        0
+    }
+}
+
+/// Up to 15 bytes, big-endian in the high 120 bits, length in the low byte.
+impl CountKey for u128 {
+    const MAX_LEN: usize = 15;
+    #[inline]
+    fn from_bytes(b: &[u8]) -> Self {
+        let mut k = 0u128;
+        for (i, &c) in b.iter().enumerate() {
+            k |= (c as u128) << (120 - 8 * i);
+        }
+        k | b.len() as u128
+    }
+    fn bytes(&self) -> Vec<u8> {
+        let len = (*self & 0xFF) as usize;
+        (0..len).map(|i| (*self >> (120 - 8 * i)) as u8).collect()
+    }
+}
+
+/// Up to 31 bytes, zero padded, length last.
+impl CountKey for [u8; 32] {
+    const MAX_LEN: usize = 31;
+    #[inline]
+    fn from_bytes(b: &[u8]) -> Self {
+        let mut k = [0u8; 32];
+        k[..b.len()].copy_from_slice(b);
+        k[31] = b.len() as u8;
+        k
+    }
+    fn bytes(&self) -> Vec<u8> {
+        self[..self[31] as usize].to_vec()
+    }
+}
+
+impl CountKey for Box<[u8]> {
+    const MAX_LEN: usize = usize::MAX;
+    fn from_bytes(b: &[u8]) -> Self {
+        b.into()
+    }
+    fn bytes(&self) -> Vec<u8> {
+        self.to_vec()
+    }
+    fn heap(&self) -> usize {
+        self.len() + 16
+    }
+}
+
+const SHARDS: usize = 256;
+const FLUSH: usize = 256;
+
+#[inline]
+fn fx<K: Hash>(k: &K) -> u64 {
+    let mut h = FxHasher::default();
+    k.hash(&mut h);
+    h.finish()
+}
+
+#[inline]
+fn shard_of(h: u64) -> usize {
+    // Not the top bits: hashbrown uses those as control bytes within a shard.
+    ((h >> 40) as usize) & (SHARDS - 1)
+}
+
+/// The counting table of one round, sharded by hash.
+pub struct Table<K: CountKey> {
+    shards: Vec<Mutex<HashTable<(K, u64)>>>,
+    entries: AtomicUsize,
+    key_heap: AtomicUsize,
+}
+
+impl<K: CountKey> Table<K> {
+    fn new() -> Self {
+        Table {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashTable::new())).collect(),
+            entries: AtomicUsize::new(0),
+            key_heap: AtomicUsize::new(0),
+        }
+    }
+
+    fn add(&self, shard: usize, items: &mut Vec<(u64, K)>) {
+        let mut t = self.shards[shard].lock().unwrap_or_else(|p| p.into_inner());
+        let mut added = 0usize;
+        let mut heap = 0usize;
+        for (h, k) in items.drain(..) {
+            match t.find_mut(h, |e| e.0 == k) {
+                Some(e) => e.1 += 1,
+                None => {
+                    heap += k.heap();
+                    t.insert_unique(h, (k, 1), |e| fx(&e.0));
+                    added += 1;
+                }
+            }
+        }
+        drop(t);
+        self.entries.fetch_add(added, Ordering::Relaxed);
+        self.key_heap.fetch_add(heap, Ordering::Relaxed);
+    }
+
+    /// Approximate bytes held (buckets at hashbrown's 7/8 load, control bytes, key heap).
+    fn bytes(&self) -> usize {
+        let cap: usize = self
+            .shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).capacity())
+            .sum();
+        cap * (std::mem::size_of::<(K, u64)>() + 1) * 8 / 7 + self.key_heap.load(Ordering::Relaxed)
+    }
+
+    fn len(&self) -> usize {
+        self.entries.load(Ordering::Relaxed)
+    }
+
+    /// Empties the table into a vector sorted bytewise.
+    fn drain_sorted(&self) -> Vec<(K, u64)> {
+        let mut all = Vec::with_capacity(self.len());
+        for s in &self.shards {
+            let mut t = s.lock().unwrap_or_else(|p| p.into_inner());
+            all.extend(std::mem::take(&mut *t));
+        }
+        self.entries.store(0, Ordering::Relaxed);
+        self.key_heap.store(0, Ordering::Relaxed);
+        all.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+}
+
+/// Per-task buffers that batch keys by shard; flushed when full and on drop.
+struct Buffers<'a, K: CountKey> {
+    table: &'a Table<K>,
+    bufs: Vec<Vec<(u64, K)>>,
+}
+
+impl<'a, K: CountKey> Buffers<'a, K> {
+    fn new(table: &'a Table<K>) -> Self {
+        Buffers { table, bufs: (0..SHARDS).map(|_| Vec::new()).collect() }
+    }
+
+    #[inline]
+    fn push(&mut self, cand: &[u8]) {
+        let k = K::from_bytes(cand);
+        let h = fx(&k);
+        let s = shard_of(h);
+        let b = &mut self.bufs[s];
+        if b.capacity() == 0 {
+            b.reserve_exact(FLUSH);
+        }
+        b.push((h, k));
+        if b.len() >= FLUSH {
+            self.table.add(s, b);
+        }
+    }
+}
+
+impl<K: CountKey> Drop for Buffers<'_, K> {
+    fn drop(&mut self) {
+        for (s, b) in self.bufs.iter_mut().enumerate() {
+            if !b.is_empty() {
+                self.table.add(s, b);
+            }
+        }
+    }
+}
+
+enum AnyTable {
+    K16(Table<u128>),
+    K32(Table<[u8; 32]>),
+    Var(Table<Box<[u8]>>),
+}
+
+macro_rules! with_table {
+    ($t:expr, $name:ident => $body:expr) => {
+        match $t {
+            AnyTable::K16($name) => $body,
+            AnyTable::K32($name) => $body,
+            AnyTable::Var($name) => $body,
+        }
+    };
+}
+
+/// Documents longer than this are split into position ranges counted in parallel.
+const SPLIT: usize = 1 << 16;
+
+fn count_batch<K: CountKey>(table: &Table<K>, docs: &[&[u8]], round: &Round, trie: Option<&ByteTrie>) {
+    docs.par_iter().for_each(|doc| {
+        let mut starts = Vec::new();
+        unit_starts(doc, &mut starts);
+        starts.push(1);
+        let n = doc.len();
+        if n <= SPLIT {
+            let mut bufs = Buffers::new(table);
+            count_candidates(doc, &starts, 0..n, round, trie, |c| bufs.push(c));
+        } else {
+            let starts = &starts;
+            (0..n.div_ceil(SPLIT)).into_par_iter().for_each(|k| {
+                let mut bufs = Buffers::new(table);
+                let r = k * SPLIT..((k + 1) * SPLIT).min(n);
+                count_candidates(doc, starts, r, round, trie, |c| bufs.push(c));
+            });
+        }
+    });
+}
+
+/// Statistics of one finished round.
+#[derive(Clone, Debug, Default)]
+pub struct RoundStats {
+    /// Distinct candidates counted in the round.
+    pub distinct: u64,
+    /// Candidates whose count reached the threshold.
+    pub retained: u64,
+    /// Spill runs written.
+    pub spills: usize,
+    /// Bytes written to spill runs.
+    pub spilled_bytes: u64,
+    /// Largest table size (bytes, estimated) during the round.
+    pub peak_table_bytes: usize,
+}
+
+/// The counting phase over all rounds.
+pub struct Counter {
+    rounds: Vec<Round>,
+    raw_vocab_size: usize,
+    budget: usize,
+    tmp_dir: PathBuf,
+    round: usize,
+    table: Option<AnyTable>,
+    trie: Option<ByteTrie>,
+    runs: Vec<PathBuf>,
+    /// Retained candidates that can still matter, with their counts.
+    kept: Vec<(Box<[u8]>, u64)>,
+    stats: RoundStats,
+}
+
+impl Counter {
+    /// `budget`: bytes the counting table may hold before it spills to `tmp_dir`.
+    pub fn new(rounds: Vec<Round>, raw_vocab_size: usize, budget: usize, tmp_dir: PathBuf) -> Result<Self, Error> {
+        validate_rounds(&rounds)?;
+        if raw_vocab_size == 0 {
+            return Err(Error::Value("raw_vocab_size must be positive".into()));
+        }
+        Ok(Counter {
+            rounds,
+            raw_vocab_size,
+            budget: budget.max(1 << 20),
+            tmp_dir,
+            round: 0,
+            table: None,
+            trie: None,
+            runs: Vec::new(),
+            kept: Vec::new(),
+            stats: RoundStats::default(),
+        })
+    }
+
+    pub fn rounds(&self) -> &[Round] {
+        &self.rounds
+    }
+
+    /// Index of the round in progress (or the number of rounds when all are done).
+    pub fn round(&self) -> usize {
+        self.round
+    }
+
+    /// Starts the next round: builds the trie of earlier candidates at its threshold.
+    pub fn begin_round(&mut self) -> Result<(), Error> {
+        if self.table.is_some() {
+            return Err(Error::Value("a round is already in progress".into()));
+        }
+        let r = *self
+            .rounds
+            .get(self.round)
+            .ok_or_else(|| Error::Value("all rounds are done".into()))?;
+        self.trie = if r.min_len > 1 {
+            let mut keys: Vec<&[u8]> =
+                self.kept.iter().filter(|e| e.1 >= r.threshold).map(|e| &e.0[..]).collect();
+            keys.sort_unstable();
+            Some(ByteTrie::from_sorted(&keys))
+        } else {
+            None
+        };
+        self.table = Some(if r.max_len <= u128::MAX_LEN {
+            AnyTable::K16(Table::new())
+        } else if r.max_len <= <[u8; 32]>::MAX_LEN {
+            AnyTable::K32(Table::new())
+        } else {
+            AnyTable::Var(Table::new())
+        });
+        self.stats = RoundStats::default();
+        Ok(())
+    }
+
+    /// Counts a batch of documents (parallel on the current rayon pool).
+    pub fn add(&mut self, docs: &[&[u8]]) -> Result<(), Error> {
+        let r = self.rounds[self.round];
+        let trie = self.trie.as_ref();
+        let table = self.table.as_ref().ok_or_else(|| Error::Value("no round in progress".into()))?;
+        with_table!(table, t => count_batch(t, docs, &r, trie));
+        let bytes = self.table_bytes();
+        self.stats.peak_table_bytes = self.stats.peak_table_bytes.max(bytes);
+        if bytes > self.budget {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    /// Estimated bytes held by the counting table.
+    pub fn table_bytes(&self) -> usize {
+        self.table.as_ref().map_or(0, |t| with_table!(t, t => t.bytes()))
+    }
+
+    /// Bytes held by the retained candidates and the trie.
+    pub fn kept_bytes(&self) -> usize {
+        self.kept.iter().map(|e| e.0.len() + 40).sum::<usize>() + self.trie.as_ref().map_or(0, |t| t.heap_bytes())
+    }
+
+    fn spill(&mut self) -> Result<(), Error> {
+        let path = self.tmp_dir.join(format!("run-{}-{}.bin", self.round, self.runs.len()));
+        let written = match self.table.as_ref() {
+            None => return Ok(()),
+            Some(t) => with_table!(t, t => {
+                let sorted = t.drain_sorted();
+                spill::write_run(&path, sorted.iter().map(|(k, c)| (k.bytes(), *c)))?
+            }),
+        };
+        self.runs.push(path);
+        self.stats.spills += 1;
+        self.stats.spilled_bytes += written;
+        Ok(())
+    }
+
+    /// Ends the round: merges the counts, keeps the candidates at the threshold, prunes what can
+    /// no longer matter.
+    pub fn end_round(&mut self) -> Result<RoundStats, Error> {
+        let r = self.rounds[self.round];
+        let table = self.table.take().ok_or_else(|| Error::Value("no round in progress".into()))?;
+        // Later rounds need candidates at their thresholds for their tries.
+        let future = self.rounds[self.round + 1..].iter().map(|r| r.threshold).min();
+        let m = self.raw_vocab_size;
+        let mut direct: Vec<(Box<[u8]>, u64)> = Vec::new();
+        // Min-heap of the best m low-count new candidates (by count desc, bytes asc).
+        let mut heap: std::collections::BinaryHeap<Worst> = std::collections::BinaryHeap::new();
+        let mut distinct = 0u64;
+        let mut retained = 0u64;
+        let mut sink = |k: Vec<u8>, c: u64| -> Result<(), Error> {
+            distinct += 1;
+            if c < r.threshold {
+                return Ok(());
+            }
+            retained += 1;
+            if future.is_some_and(|f| c >= f) {
+                direct.push((k.into_boxed_slice(), c));
+            } else if heap.len() < m {
+                heap.push(Worst(c, k.into_boxed_slice()));
+            } else if let Some(top) = heap.peek() {
+                if better(c, &k, top.0, &top.1) {
+                    heap.pop();
+                    heap.push(Worst(c, k.into_boxed_slice()));
+                }
+            }
+            Ok(())
+        };
+        with_table!(&table, t => {
+            if self.runs.is_empty() {
+                // Without runs the sink needs no order: stream the shards one by one.
+                for sh in &t.shards {
+                    let g = std::mem::take(&mut *sh.lock().unwrap_or_else(|p| p.into_inner()));
+                    for (k, c) in g {
+                        sink(k.bytes(), c)?;
+                    }
+                }
+            } else {
+                let sorted = t.drain_sorted();
+                spill::merge(&self.runs, sorted.into_iter().map(|(k, c)| (k.bytes(), c)), &mut sink)?;
+            }
+        });
+        drop(table);
+        for p in self.runs.drain(..) {
+            let _ = std::fs::remove_file(p);
+        }
+        let mut all = std::mem::take(&mut self.kept);
+        all.extend(direct);
+        all.extend(heap.into_iter().map(|w| (w.1, w.0)));
+        all.par_sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let mut k = 0usize;
+        all.retain(|e| {
+            k += 1;
+            k <= m || future.is_some_and(|f| e.1 >= f)
+        });
+        all.shrink_to_fit();
+        self.kept = all;
+        self.trie = None;
+        self.round += 1;
+        self.stats.distinct = distinct;
+        self.stats.retained = retained;
+        Ok(self.stats.clone())
+    }
+
+    /// The raw vocabulary: the best `raw_vocab_size` candidates by count (ties by bytes).
+    pub fn result(&self) -> Vec<(&[u8], u64)> {
+        self.kept.iter().take(self.raw_vocab_size).map(|e| (&e.0[..], e.1)).collect()
+    }
+}
+
+/// Whether (c1, k1) ranks before (c2, k2): higher count, then smaller bytes.
+fn better(c1: u64, k1: &[u8], c2: u64, k2: &[u8]) -> bool {
+    c1 > c2 || (c1 == c2 && k1 < k2)
+}
+
+/// Heap entry ordered so that the max of the heap is the worst-ranked candidate.
+#[derive(PartialEq, Eq)]
+struct Worst(u64, Box<[u8]>);
+
+impl Ord for Worst {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        // Greater = worse: lower count, or equal count and larger bytes.
+        o.0.cmp(&self.0).then_with(|| self.1.cmp(&o.1))
+    }
+}
+
+impl PartialOrd for Worst {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// Brute force: every valid substring by the SPEC rules, no early stopping at all.
+    fn brute(docs: &[&str], r: &Round) -> BTreeMap<Vec<u8>, u64> {
+        let mut m = BTreeMap::new();
+        for d in docs {
+            let x = d.as_bytes();
+            let mut s = Vec::new();
+            unit_starts(x, &mut s);
+            let w = crate::units::unit_indices(&s);
+            for i in 0..x.len() {
+                if !d.is_char_boundary(i) {
+                    continue;
+                }
+                for j in i + 1..=x.len().min(i + r.max_len) {
+                    if !d.is_char_boundary(j) || j - i < r.min_len {
+                        continue;
+                    }
+                    if crate::units::boundary(&s, &w, i, j).is_some() {
+                        *m.entry(x[i..j].to_vec()).or_insert(0) += 1;
+                    }
+                }
+            }
+        }
+        m
+    }
+
+    fn run(docs: &[&str], rounds: &[Round], m: usize, budget: usize) -> Vec<(Vec<u8>, u64)> {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("cnfmce-count-test-{}-{seq}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut c = Counter::new(rounds.to_vec(), m, budget, dir.clone()).unwrap();
+        c.budget = budget; // allow tiny budgets in tests
+        let bytes: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
+        for _ in rounds {
+            c.begin_round().unwrap();
+            for chunk in bytes.chunks(2) {
+                c.add(chunk).unwrap();
+            }
+            c.end_round().unwrap();
+        }
+        let out = c.result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
+        std::fs::remove_dir_all(&dir).unwrap();
+        out
+    }
+
+    const DOCS: &[&str] = &[
+        "1600 B.C. was a significant year in human history.",
+        "the cat sat on the mat; the cat sat on the hat",
+        "co-advisor co-advisor co-advisors 漢字漢字 かなカナ e\u{301}te\u{301}",
+        "the the the the the cat cat",
+    ];
+
+    #[test]
+    fn single_round_equals_brute_force() {
+        let r = Round { min_len: 1, max_len: 12, threshold: 0 };
+        let want = brute(DOCS, &r);
+        let got = run(DOCS, &[r], usize::MAX >> 1, usize::MAX >> 1);
+        let got: BTreeMap<Vec<u8>, u64> = got.into_iter().collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn spilling_gives_identical_counts() {
+        let rounds = [
+            Round { min_len: 1, max_len: 5, threshold: 0 },
+            Round { min_len: 6, max_len: 10, threshold: 2 },
+            Round { min_len: 11, max_len: 40, threshold: 2 },
+        ];
+        let a = run(DOCS, &rounds, 1000, usize::MAX >> 1);
+        let b = run(DOCS, &rounds, 1000, 1);
+        assert_eq!(a, b);
+        // Later rounds with threshold 2 keep only repeated candidates: compare with brute force.
+        let mut want: Vec<(Vec<u8>, u64)> = Vec::new();
+        for r in &rounds {
+            for (k, v) in brute(DOCS, r) {
+                if v >= r.threshold {
+                    want.push((k, v));
+                }
+            }
+        }
+        want.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        want.truncate(1000);
+        assert_eq!(a, want);
+    }
+
+    #[test]
+    fn examples_of_the_paper() {
+        let r = Round { min_len: 1, max_len: 30, threshold: 0 };
+        let got = brute(&["1600 B.C. was a significant year in human history."], &r);
+        for ok in ["6", " sig", "significant", "cant", " year", " was a", "significant year", "ficant "] {
+            assert!(got.contains_key(ok.as_bytes()), "{ok}");
+        }
+        assert!(!got.contains_key(&b"ficant year"[..]));
+        let c = run(&["1600 B.C. was a significant year in human history."], &[r], 1 << 20, 1 << 30);
+        let c: BTreeMap<Vec<u8>, u64> = c.into_iter().collect();
+        assert_eq!(c, got);
+    }
+
+    #[test]
+    fn top_m_with_ties_by_bytes() {
+        let r = Round { min_len: 1, max_len: 3, threshold: 0 };
+        let got = run(&["abab"], &[r], 3, 1 << 30);
+        // counts: a 2, b 2, ab 2, ba 1, aba 1, bab 1 ... top 3 by count then bytes
+        assert_eq!(got, vec![(b"a".to_vec(), 2), (b"ab".to_vec(), 2), (b"b".to_vec(), 2)]);
+    }
+
+    #[test]
+    fn rejects_bad_rounds() {
+        let bad = [Round { min_len: 2, max_len: 5, threshold: 0 }];
+        assert!(validate_rounds(&bad).is_err());
+        let gap = [Round { min_len: 1, max_len: 5, threshold: 0 }, Round { min_len: 7, max_len: 9, threshold: 0 }];
+        assert!(validate_rounds(&gap).is_err());
+        assert!(validate_rounds(&DEFAULT_ROUNDS).is_ok());
+    }
+
+    #[test]
+    fn keys_preserve_byte_order() {
+        let mut v: Vec<Vec<u8>> = vec![b"".to_vec(), b"a".to_vec(), b"a\0".to_vec(), b"a\x01".to_vec(), b"ab".to_vec(), b"b".to_vec(), vec![0xff; 15]];
+        v.sort();
+        let k16: Vec<u128> = v.iter().map(|b| u128::from_bytes(b)).collect();
+        assert!(k16.windows(2).all(|w| w[0] < w[1]));
+        assert!(v.iter().all(|b| u128::from_bytes(b).bytes() == *b));
+        let k32: Vec<[u8; 32]> = v.iter().map(|b| <[u8; 32]>::from_bytes(b)).collect();
+        assert!(k32.windows(2).all(|w| w[0] < w[1]));
+    }
+}

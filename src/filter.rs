@@ -1,0 +1,150 @@
+//! CNF filtering (paper section 3.1.2; SPEC section 4): encode the training documents once with
+//! MCE over the raw vocabulary, count how often each token is used, keep the most used.
+//!
+//! The result always holds all 256 single bytes. Its ids are ordered by usage, most used first,
+//! ties by bytes. When fewer tokens were used than requested, the unused raw tokens with the
+//! highest counting-phase rank fill the remaining places (usage 0, so they come last, by bytes).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rayon::prelude::*;
+
+use crate::error::Error;
+use crate::mce::{Encoder, Options, Scratch};
+use crate::vocab::Vocab;
+
+/// Usage counting over a raw vocabulary whose ids are its counting-phase ranks.
+pub struct Filter {
+    encoder: Encoder,
+    usage: Vec<AtomicU64>,
+    tokens: u64,
+    bytes: u64,
+}
+
+/// One selected token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Selected {
+    pub token: Vec<u8>,
+    pub usage: u64,
+    /// Its id in the raw vocabulary (its counting rank).
+    pub raw_id: u32,
+}
+
+impl Filter {
+    /// `raw`: the raw vocabulary, id = index (ranked by count); must hold all 256 single bytes.
+    pub fn new(raw: Vec<Vec<u8>>, options: Options) -> Result<Self, Error> {
+        let n = raw.len();
+        let entries: Vec<(u32, Vec<u8>)> = raw.into_iter().enumerate().map(|(i, t)| (i as u32, t)).collect();
+        let vocab = Vocab::new(entries)?;
+        let usage = (0..n).map(|_| AtomicU64::new(0)).collect();
+        Ok(Filter { encoder: Encoder::new(vocab, options), usage, tokens: 0, bytes: 0 })
+    }
+
+    pub fn vocab(&self) -> &Vocab {
+        self.encoder.vocab()
+    }
+
+    /// Encodes a batch of documents (parallel on the current rayon pool) and adds the usage.
+    pub fn add(&mut self, docs: &[&[u8]]) {
+        let usage = &self.usage;
+        let enc = &self.encoder;
+        let tokens: u64 = docs
+            .par_iter()
+            .map_init(
+                || (Scratch::default(), Vec::new()),
+                |(scratch, out), doc| {
+                    out.clear();
+                    enc.encode_into(doc, scratch, out);
+                    for &id in out.iter() {
+                        usage[id as usize].fetch_add(1, Ordering::Relaxed);
+                    }
+                    out.len() as u64
+                },
+            )
+            .sum();
+        self.tokens += tokens;
+        self.bytes += docs.iter().map(|d| d.len() as u64).sum::<u64>();
+    }
+
+    /// Tokens produced and bytes encoded so far.
+    pub fn totals(&self) -> (u64, u64) {
+        (self.tokens, self.bytes)
+    }
+
+    /// Usage count of every raw id.
+    pub fn usage(&self) -> Vec<u64> {
+        self.usage.iter().map(|u| u.load(Ordering::Relaxed)).collect()
+    }
+
+    /// The `k` tokens of the final vocabulary in id order (see the module documentation).
+    pub fn select(&self, k: usize) -> Result<Vec<Selected>, Error> {
+        if k < 256 {
+            return Err(Error::Value(format!(
+                "the vocabulary needs at least 256 regular tokens (one per byte), asked for {k}"
+            )));
+        }
+        let vocab = self.vocab();
+        let usage = self.usage();
+        let mut singles = Vec::with_capacity(256);
+        let mut used = Vec::new();
+        let mut unused = Vec::new();
+        for (id, tok) in vocab.iter() {
+            let u = usage[id as usize];
+            let s = Selected { token: tok.to_vec(), usage: u, raw_id: id };
+            if tok.len() == 1 {
+                singles.push(s);
+            } else if u > 0 {
+                used.push(s);
+            } else {
+                unused.push(s);
+            }
+        }
+        let by_usage = |a: &Selected, b: &Selected| b.usage.cmp(&a.usage).then_with(|| a.token.cmp(&b.token));
+        used.par_sort_unstable_by(by_usage);
+        // Unused tokens are taken by counting rank (raw id), best first.
+        unused.sort_unstable_by_key(|s| s.raw_id);
+        let rest = k - singles.len();
+        let mut chosen = singles;
+        chosen.extend(used.into_iter().chain(unused).take(rest));
+        chosen.par_sort_unstable_by(by_usage);
+        Ok(chosen)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(extra: &[&str]) -> Vec<Vec<u8>> {
+        let mut v: Vec<Vec<u8>> = extra.iter().map(|s| s.as_bytes().to_vec()).collect();
+        for b in 0..=255u8 {
+            if !v.contains(&vec![b]) {
+                v.push(vec![b]);
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn usage_and_selection() {
+        let mut f = Filter::new(raw(&["the", " cat", "at", "zzz"]), Options::default()).unwrap();
+        f.add(&[b"the cat", b"the"]);
+        let usage = f.usage();
+        assert_eq!(usage[0], 2); // "the"
+        assert_eq!(usage[1], 1); // " cat"
+        assert_eq!(usage[2], 0); // "at": " cat" wins
+        let sel = f.select(258).unwrap();
+        assert_eq!(sel.len(), 258);
+        assert_eq!(sel[0].token, b"the");
+        assert_eq!(sel[1].token, b" cat");
+        // all single bytes present, unused ones last, by bytes
+        assert_eq!(sel.iter().filter(|s| s.token.len() == 1).count(), 256);
+        assert!(sel[2..].iter().all(|s| s.usage == 0));
+        assert!(sel[2..].windows(2).all(|w| w[0].token < w[1].token));
+        // asking for more than were used fills with unused raw tokens by rank ("at" before "zzz")
+        let sel = f.select(259).unwrap();
+        assert!(sel.iter().any(|s| s.token == b"at"));
+        assert!(!sel.iter().any(|s| s.token == b"zzz"));
+        assert!(f.select(255).is_err());
+    }
+}
