@@ -214,16 +214,16 @@ impl<K: CountKey> Table<K> {
         }
     }
 
-    fn add(&self, shard: usize, items: &mut Vec<(u64, K)>) {
+    fn add(&self, shard: usize, items: &mut Vec<(u64, K, u64)>) {
         let mut t = self.shards[shard].lock().unwrap_or_else(|p| p.into_inner());
         let mut added = 0usize;
         let mut heap = 0usize;
-        for (h, k) in items.drain(..) {
+        for (h, k, c) in items.drain(..) {
             match t.find_mut(h, |e| e.0 == k) {
-                Some(e) => e.1 += 1,
+                Some(e) => e.1 += c,
                 None => {
                     heap += k.heap();
-                    t.insert_unique(h, (k, 1), |e| fx(&e.0));
+                    t.insert_unique(h, (k, c), |e| fx(&e.0));
                     added += 1;
                 }
             }
@@ -261,35 +261,65 @@ impl<K: CountKey> Table<K> {
     }
 }
 
-/// Per-task buffers that batch keys by shard; flushed when full and on drop.
-struct Buffers<'a, K: CountKey> {
+/// Slots of the per-worker cache (direct mapped by hash).
+const CACHE: usize = 1 << 14;
+
+/// A counting worker: a small direct-mapped cache that absorbs repeated candidates (frequent
+/// substrings are most of the occurrences), and per-shard buffers of evicted `(hash, key,
+/// count)` that go to the shared table in batches. Everything is flushed on drop.
+struct Worker<'a, K: CountKey> {
     table: &'a Table<K>,
-    bufs: Vec<Vec<(u64, K)>>,
+    cache: Vec<Option<(u64, K, u64)>>,
+    bufs: Vec<Vec<(u64, K, u64)>>,
+    starts: Vec<u8>,
 }
 
-impl<'a, K: CountKey> Buffers<'a, K> {
+impl<'a, K: CountKey> Worker<'a, K> {
     fn new(table: &'a Table<K>) -> Self {
-        Buffers { table, bufs: (0..SHARDS).map(|_| Vec::new()).collect() }
+        Worker {
+            table,
+            cache: vec![None; CACHE],
+            bufs: (0..SHARDS).map(|_| Vec::new()).collect(),
+            starts: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn evict(&mut self, e: (u64, K, u64)) {
+        let s = shard_of(e.0);
+        let b = &mut self.bufs[s];
+        if b.capacity() == 0 {
+            b.reserve_exact(FLUSH);
+        }
+        b.push(e);
+        if b.len() >= FLUSH {
+            self.table.add(s, b);
+        }
     }
 
     #[inline]
     fn push(&mut self, cand: &[u8]) {
         let k = K::from_bytes(cand);
         let h = fx(&k);
-        let s = shard_of(h);
-        let b = &mut self.bufs[s];
-        if b.capacity() == 0 {
-            b.reserve_exact(FLUSH);
-        }
-        b.push((h, k));
-        if b.len() >= FLUSH {
-            self.table.add(s, b);
+        let slot = (h as usize) & (CACHE - 1);
+        match &mut self.cache[slot] {
+            Some((hh, kk, c)) if *hh == h && *kk == k => *c += 1,
+            entry => {
+                if let Some(old) = entry.replace((h, k, 1)) {
+                    self.evict(old);
+                }
+            }
         }
     }
 }
 
-impl<K: CountKey> Drop for Buffers<'_, K> {
+impl<K: CountKey> Drop for Worker<'_, K> {
     fn drop(&mut self) {
+        for slot in 0..CACHE {
+            if let Some(e) = self.cache[slot].take() {
+                self.evict(e);
+            }
+        }
         for (s, b) in self.bufs.iter_mut().enumerate() {
             if !b.is_empty() {
                 self.table.add(s, b);
@@ -318,23 +348,31 @@ macro_rules! with_table {
 const SPLIT: usize = 1 << 16;
 
 fn count_batch<K: CountKey>(table: &Table<K>, docs: &[&[u8]], round: &Round, trie: Option<&ByteTrie>) {
-    docs.par_iter().for_each(|doc| {
+    let (long, short): (Vec<&[u8]>, Vec<&[u8]>) = docs.iter().partition(|d| d.len() > SPLIT);
+    short.par_iter().for_each_init(
+        || Worker::new(table),
+        |w, doc| {
+            let mut starts = std::mem::take(&mut w.starts);
+            unit_starts(doc, &mut starts);
+            starts.push(1);
+            count_candidates(doc, &starts, 0..doc.len(), round, trie, |c| w.push(c));
+            w.starts = starts;
+        },
+    );
+    for doc in long {
         let mut starts = Vec::new();
         unit_starts(doc, &mut starts);
         starts.push(1);
         let n = doc.len();
-        if n <= SPLIT {
-            let mut bufs = Buffers::new(table);
-            count_candidates(doc, &starts, 0..n, round, trie, |c| bufs.push(c));
-        } else {
-            let starts = &starts;
-            (0..n.div_ceil(SPLIT)).into_par_iter().for_each(|k| {
-                let mut bufs = Buffers::new(table);
+        let starts = &starts;
+        (0..n.div_ceil(SPLIT)).into_par_iter().for_each_init(
+            || Worker::new(table),
+            |w, k| {
                 let r = k * SPLIT..((k + 1) * SPLIT).min(n);
-                count_candidates(doc, starts, r, round, trie, |c| bufs.push(c));
-            });
-        }
-    });
+                count_candidates(doc, starts, r, round, trie, |c| w.push(c));
+            },
+        );
+    }
 }
 
 /// Statistics of one finished round.
@@ -473,8 +511,10 @@ impl Counter {
         let future = self.rounds[self.round + 1..].iter().map(|r| r.threshold).min();
         let m = self.raw_vocab_size;
         let mut direct: Vec<(Box<[u8]>, u64)> = Vec::new();
-        // Min-heap of the best m low-count new candidates (by count desc, bytes asc).
-        let mut heap: std::collections::BinaryHeap<Worst> = std::collections::BinaryHeap::new();
+        // The best m new candidates below the future threshold, pruned to m whenever the buffer
+        // doubles; after a prune, a count below the m-th best can never enter the top m.
+        let mut low: Vec<(Box<[u8]>, u64)> = Vec::new();
+        let mut cutoff = 0u64;
         let mut distinct = 0u64;
         let mut retained = 0u64;
         let mut sink = |k: Vec<u8>, c: u64| -> Result<(), Error> {
@@ -485,12 +525,10 @@ impl Counter {
             retained += 1;
             if future.is_some_and(|f| c >= f) {
                 direct.push((k.into_boxed_slice(), c));
-            } else if heap.len() < m {
-                heap.push(Worst(c, k.into_boxed_slice()));
-            } else if let Some(top) = heap.peek() {
-                if better(c, &k, top.0, &top.1) {
-                    heap.pop();
-                    heap.push(Worst(c, k.into_boxed_slice()));
+            } else if c >= cutoff {
+                low.push((k.into_boxed_slice(), c));
+                if low.len() >= prune_trigger(m) {
+                    cutoff = prune_top(&mut low, m);
                 }
             }
             Ok(())
@@ -515,7 +553,8 @@ impl Counter {
         }
         let mut all = std::mem::take(&mut self.kept);
         all.extend(direct);
-        all.extend(heap.into_iter().map(|w| (w.1, w.0)));
+        prune_top(&mut low, m);
+        all.extend(low);
         all.par_sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         let mut k = 0usize;
         all.retain(|e| {
@@ -537,26 +576,30 @@ impl Counter {
     }
 }
 
-/// Whether (c1, k1) ranks before (c2, k2): higher count, then smaller bytes.
-fn better(c1: u64, k1: &[u8], c2: u64, k2: &[u8]) -> bool {
-    c1 > c2 || (c1 == c2 && k1 < k2)
-}
-
-/// Heap entry ordered so that the max of the heap is the worst-ranked candidate.
-#[derive(PartialEq, Eq)]
-struct Worst(u64, Box<[u8]>);
-
-impl Ord for Worst {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        // Greater = worse: lower count, or equal count and larger bytes.
-        o.0.cmp(&self.0).then_with(|| self.1.cmp(&o.1))
+/// Buffer size at which the low candidates are pruned to the best `m` (small in tests so that
+/// the pruning path runs on small corpora).
+fn prune_trigger(m: usize) -> usize {
+    if cfg!(test) {
+        m.saturating_mul(2).saturating_add(2)
+    } else {
+        m.max(1 << 16).saturating_mul(2)
     }
 }
 
-impl PartialOrd for Worst {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
+/// Keeps the best `m` entries (count descending, ties by bytes), in no particular order;
+/// returns the count of the worst one kept (0 when fewer than `m` remain).
+fn prune_top(v: &mut Vec<(Box<[u8]>, u64)>, m: usize) -> u64 {
+    if v.len() <= m {
+        return 0;
     }
+    if m == 0 {
+        v.clear();
+        return u64::MAX;
+    }
+    v.select_nth_unstable_by(m - 1, |a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v.truncate(m);
+    v.shrink_to(m.saturating_mul(2));
+    v[m - 1].1
 }
 
 #[cfg(test)]
@@ -664,6 +707,12 @@ mod tests {
 
     #[test]
     fn top_m_with_ties_by_bytes() {
+        let r = Round { min_len: 1, max_len: 12, threshold: 0 };
+        let mut want: Vec<(Vec<u8>, u64)> = brute(DOCS, &r).into_iter().collect();
+        want.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        for m in [1, 5, 17, 100] {
+            assert_eq!(run(DOCS, &[r], m, 1 << 30), want[..m].to_vec(), "m = {m}");
+        }
         let r = Round { min_len: 1, max_len: 3, threshold: 0 };
         let got = run(&["abab"], &[r], 3, 1 << 30);
         // counts: a 2, b 2, ab 2, ba 1, aba 1, bab 1 ... top 3 by count then bytes

@@ -31,6 +31,27 @@ pub struct Selected {
 }
 
 impl Filter {
+    /// The raw vocabulary of SPEC section 4 from counts: ids ranked by count (descending, ties
+    /// by bytes), the first `limit` kept, then the missing single bytes in byte order.
+    pub fn rank(mut counts: Vec<(Vec<u8>, u64)>, limit: Option<usize>) -> Result<Vec<Vec<u8>>, Error> {
+        if counts.iter().any(|c| c.0.is_empty()) {
+            return Err(Error::Value("an empty candidate in the counts".into()));
+        }
+        counts.par_sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        if let Some(l) = limit {
+            counts.truncate(l);
+        }
+        let mut have = [false; 256];
+        for (t, _) in &counts {
+            if t.len() == 1 {
+                have[t[0] as usize] = true;
+            }
+        }
+        let mut raw: Vec<Vec<u8>> = counts.into_iter().map(|c| c.0).collect();
+        raw.extend((0..=255u8).filter(|&b| !have[b as usize]).map(|b| vec![b]));
+        Ok(raw)
+    }
+
     /// `raw`: the raw vocabulary, id = index (ranked by count); must hold all 256 single bytes.
     pub fn new(raw: Vec<Vec<u8>>, options: Options) -> Result<Self, Error> {
         let n = raw.len();
@@ -123,6 +144,19 @@ mod tests {
             }
         }
         v
+    }
+
+    #[test]
+    fn raw_ranking() {
+        let c = vec![(b"b".to_vec(), 5), (b"ab".to_vec(), 7), (b"a".to_vec(), 5), (b"zz".to_vec(), 1)];
+        let r = Filter::rank(c.clone(), Some(3)).unwrap();
+        assert_eq!(&r[..3], &[b"ab".to_vec(), b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(r.len(), 3 + 254);
+        assert_eq!(r[3], vec![0u8]);
+        let mut dup = c;
+        dup.push((b"a".to_vec(), 1));
+        // duplicates are caught when the vocabulary is built
+        assert!(Filter::new(Filter::rank(dup, None).unwrap(), Options::default()).is_err());
     }
 
     #[test]

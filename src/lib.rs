@@ -482,12 +482,15 @@ mod bindings {
 
     #[pymethods]
     impl PyFilter {
-        /// tokens: the raw vocabulary, id = index; must hold every single byte.
+        /// The raw vocabulary from counts (tokens[i] has counts[i]): ranked by count, ties by
+        /// bytes, the first raw_vocab_size kept, missing single bytes appended.
         #[new]
-        #[pyo3(signature = (tokens, boundary_penalty=0.05, token_preference=true, num_threads=None))]
+        #[pyo3(signature = (tokens, counts, raw_vocab_size=None, boundary_penalty=0.05, token_preference=true, num_threads=None))]
         fn new(
             py: Python<'_>,
             tokens: Vec<Bound<'_, PyBytes>>,
+            counts: Vec<u64>,
+            raw_vocab_size: Option<usize>,
             boundary_penalty: f64,
             token_preference: bool,
             num_threads: Option<usize>,
@@ -495,13 +498,62 @@ mod bindings {
             if boundary_penalty.is_nan() || boundary_penalty < 0.0 {
                 return Err(PyValueError::new_err("boundary_penalty must be >= 0"));
             }
-            let raw: Vec<Vec<u8>> = tokens.iter().map(|b| b.as_bytes().to_vec()).collect();
+            if tokens.len() != counts.len() {
+                return Err(PyValueError::new_err("tokens and counts differ in length"));
+            }
+            let pairs: Vec<(Vec<u8>, u64)> =
+                tokens.iter().zip(counts).map(|(b, c)| (b.as_bytes().to_vec(), c)).collect();
+            drop(tokens);
             let options = Options { algorithm: Algorithm::Mce, boundary_penalty, token_preference };
             let pool = make_pool(num_threads)?;
             let f = py
-                .detach(|| guarded(|| pool.install(|| crate::filter::Filter::new(raw, options))))?
+                .detach(|| {
+                    guarded(|| {
+                        pool.install(|| {
+                            let raw = crate::filter::Filter::rank(pairs, raw_vocab_size)?;
+                            crate::filter::Filter::new(raw, options)
+                        })
+                    })
+                })?
                 .map_err(|e| to_py(py, e))?;
             Ok(PyFilter { inner: std::sync::Mutex::new(f), pool })
+        }
+
+        /// The filter over the raw vocabulary of a finished counter (no copy through Python).
+        #[staticmethod]
+        #[pyo3(signature = (counter, boundary_penalty=0.05, token_preference=true, num_threads=None))]
+        fn from_counter(
+            py: Python<'_>,
+            counter: &Bound<'_, PyCounter>,
+            boundary_penalty: f64,
+            token_preference: bool,
+            num_threads: Option<usize>,
+        ) -> PyResult<Self> {
+            if boundary_penalty.is_nan() || boundary_penalty < 0.0 {
+                return Err(PyValueError::new_err("boundary_penalty must be >= 0"));
+            }
+            let c = counter.get();
+            let pairs: Vec<(Vec<u8>, u64)> =
+                c.lock().result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
+            let options = Options { algorithm: Algorithm::Mce, boundary_penalty, token_preference };
+            let pool = make_pool(num_threads)?;
+            let f = py
+                .detach(|| {
+                    guarded(|| {
+                        pool.install(|| {
+                            let raw = crate::filter::Filter::rank(pairs, None)?;
+                            crate::filter::Filter::new(raw, options)
+                        })
+                    })
+                })?
+                .map_err(|e| to_py(py, e))?;
+            Ok(PyFilter { inner: std::sync::Mutex::new(f), pool })
+        }
+
+        /// Size of the raw vocabulary (missing single bytes included).
+        #[getter]
+        fn raw_size(&self) -> usize {
+            self.inner.lock().unwrap_or_else(|p| p.into_inner()).vocab().len()
         }
 
         /// Encodes a batch of documents and adds their token usage (GIL released).

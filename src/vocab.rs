@@ -10,6 +10,8 @@ use hashbrown::HashTable;
 use rustc_hash::FxHasher;
 use std::hash::{Hash, Hasher};
 
+use rayon::slice::ParallelSliceMut;
+
 use crate::Error;
 
 /// What the automaton reports for a token: its id and ε(id) (SPEC section 2), kept together so
@@ -111,16 +113,26 @@ impl Vocab {
                 shown.join(", ")
             )));
         }
-        let reversed = entries.iter().map(|(id, tok)| {
-            let mut r = tok.clone();
-            r.reverse();
-            (r, TokenValue { eps: token_preference(*id), id: *id })
-        });
+        let n_entries = entries.len();
+        // Inserting the patterns in sorted order keeps the builder's trie walk on cache-hot
+        // states (consecutive patterns share prefixes): several times faster on large vocabularies.
+        let mut reversed: Vec<(Vec<u8>, TokenValue)> = entries
+            .iter()
+            .map(|(id, tok)| {
+                let mut r = tok.clone();
+                r.reverse();
+                (r, TokenValue { eps: token_preference(*id), id: *id })
+            })
+            .collect();
+        drop(entries);
+        reversed.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        // The prefilter only speeds up skipping searches; the encoder steps byte by byte.
         let automaton = DoubleArrayAhoCorasickBuilder::new()
             .match_kind(MatchKind::Standard)
+            .use_prefilter(false)
             .build_with_values(reversed)
             .map_err(|e| Error::Value(format!("cannot build the vocabulary automaton: {e}")))?;
-        Ok(Vocab { data, offsets, index, automaton, max_len, len: entries.len() })
+        Ok(Vocab { data, offsets, index, automaton, max_len, len: n_entries })
     }
 
     /// Number of tokens (ids in use).

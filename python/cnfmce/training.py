@@ -220,12 +220,15 @@ def count(inputs: Inputs, raw_vocab_size: int = 5_000_000,
     """
     with tempfile.TemporaryDirectory(prefix="cnfmce-", dir=tmp_dir) as tmp:
         corpus = _Corpus(inputs, tmp)
-        return _count(corpus, raw_vocab_size, rounds, num_threads, progress, memory_limit, tmp)
+        counter, info = _count(corpus, raw_vocab_size, rounds, num_threads, progress, memory_limit, tmp)
+        toks, counts = counter.result()
+        return Counts(zip(toks, counts), info=info)
 
 
 def _count(corpus: _Corpus, raw_vocab_size: int, rounds: Sequence[Tuple[int, int, int]],
            num_threads: Optional[int], progress: bool, memory_limit: Optional[int],
-           tmp: str) -> Counts:
+           tmp: str) -> Tuple[Any, Dict[str, Any]]:
+    """Runs the counting rounds; returns the finished core counter and the run's info."""
     raw_vocab_size = _check_positive("raw_vocab_size", raw_vocab_size)
     rounds_ = _check_rounds(rounds)
     limit = default_memory_limit() if memory_limit is None else _check_positive("memory_limit", memory_limit)
@@ -260,13 +263,12 @@ def _count(corpus: _Corpus, raw_vocab_size: int, rounds: Sequence[Tuple[int, int
                   f"({mbps:.2f} MB/s), {st['distinct']:,} distinct, {st['retained']:,} retained, "
                   f"table peak {_fmt_bytes(st['peak_table_bytes'])}, {st['spills']} spills, "
                   f"peak RSS {_fmt_bytes(st['peak_rss'])}")
-    toks, counts = counter.result()
     info.update(documents=corpus.documents, bytes=corpus.total_bytes,
                 seconds=round(time.perf_counter() - t_start, 3), peak_rss=_peak_rss_bytes())
     if info["peak_rss"] > limit:
         warnings.warn(f"peak memory {_fmt_bytes(info['peak_rss'])} exceeded memory_limit "
                       f"{_fmt_bytes(limit)}", RuntimeWarning, stacklevel=3)
-    return Counts(zip(toks, counts), info=info)
+    return counter, info
 
 
 # --- counts files -----------------------------------------------------------------------------
@@ -338,22 +340,16 @@ def merge_counts(*counts: Union[Mapping[bytes, int], "os.PathLike[str]", str]) -
     return out
 
 
-def _raw_vocabulary(counts: Mapping[bytes, int], raw_vocab_size: Optional[int]) -> List[bytes]:
-    """Raw vocabulary ids: ranked by count (ties by bytes), then the missing single bytes."""
-    items = []
-    for k, v in counts.items():
+def _count_lists(counts: Mapping[bytes, int]) -> Tuple[List[bytes], List[int]]:
+    """The counts as two parallel lists, checked."""
+    toks = list(counts.keys())
+    vals = list(counts.values())
+    for k, v in zip(toks, vals):
         if not isinstance(k, bytes) or not k:
             raise TypeError("counts must map non-empty bytes to ints")
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**64:
             raise ValueError(f"count of {k!r} must be a non-negative int, got {v!r}")
-        items.append((k, v))
-    items.sort(key=lambda kv: (-kv[1], kv[0]))
-    if raw_vocab_size is not None:
-        items = items[:raw_vocab_size]
-    toks = [k for k, _ in items]
-    present = set(toks)
-    toks.extend(bytes([b]) for b in range(256) if bytes([b]) not in present)
-    return toks
+    return toks, vals
 
 
 # --- filtering and training -----------------------------------------------------------------------
@@ -374,7 +370,7 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
                        raw_vocab_size, algorithm, boundary_penalty, token_preference, {})
 
 
-def _filter(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str], corpus: _Corpus,
+def _filter(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str, Any], corpus: _Corpus,
             vocab_size: int, special_tokens: Sequence[str], num_threads: Optional[int],
             progress: bool, raw_vocab_size: Optional[int], algorithm: str,
             boundary_penalty: float, token_preference: bool,
@@ -395,12 +391,19 @@ def _filter(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str], corpus:
                          f"plus {len(specials)} special tokens")
     if raw_vocab_size is not None:
         _check_positive("raw_vocab_size", raw_vocab_size)
-    if isinstance(counts, (str, os.PathLike)):
-        counts = load_counts(counts)
-    elif not isinstance(counts, Mapping):
-        raise TypeError("counts must be a mapping bytes -> int or the path of a counts file")
-    raw = _raw_vocabulary(counts, raw_vocab_size)
-    flt = _core.Filter(raw, opts["boundary_penalty"], opts["token_preference"], _check_threads(num_threads))
+    if isinstance(counts, _core.Counter):  # from train(): hand the counts over inside the core
+        flt = _core.Filter.from_counter(counts, opts["boundary_penalty"], opts["token_preference"],
+                                        _check_threads(num_threads))
+    else:
+        if isinstance(counts, (str, os.PathLike)):
+            counts = load_counts(counts)
+        elif not isinstance(counts, Mapping):
+            raise TypeError("counts must be a mapping bytes -> int or the path of a counts file")
+        toks0, vals0 = _count_lists(counts)
+        flt = _core.Filter(toks0, vals0, raw_vocab_size, opts["boundary_penalty"],
+                           opts["token_preference"], _check_threads(num_threads))
+        del toks0, vals0
+    raw_size = flt.raw_size
     bar = _Progress(progress, "filter", corpus.total_bytes)
     try:
         for batch, size in corpus.batches():
@@ -416,15 +419,15 @@ def _filter(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str], corpus:
     toks, usage, _raw_ids = flt.select(k)
     used = sum(1 for u in usage if u > 0)
     bar.close(f"  filter: {_fmt_bytes(nbytes)} in {bar.seconds:.1f}s "
-              f"({nbytes / max(bar.seconds, 1e-9) / 1e6:.2f} MB/s), raw vocabulary {len(raw):,}, "
+              f"({nbytes / max(bar.seconds, 1e-9) / 1e6:.2f} MB/s), raw vocabulary {raw_size:,}, "
               f"{used:,} of {len(toks):,} kept tokens used, {nbytes / max(ntok, 1):.3f} bytes/token "
               f"on the training text with the raw vocabulary")
     if len(toks) < k:
-        warnings.warn(f"the raw vocabulary has only {len(raw)} tokens: the result has "
+        warnings.warn(f"the raw vocabulary has only {raw_size} tokens: the result has "
                       f"{len(toks) + len(specials)} ids instead of {vocab_size}", RuntimeWarning,
                       stacklevel=3)
     metadata = dict(meta)
-    metadata.update(trainer="cnfmce", vocab_size=vocab_size, raw_vocabulary=len(raw),
+    metadata.update(trainer="cnfmce", vocab_size=vocab_size, raw_vocabulary=raw_size,
                     filtering={"seconds": round(bar.seconds, 3), "bytes": nbytes, "tokens": ntok,
                                "used_tokens": used})
     tok = Tokenizer.from_tokens(list(toks), special_tokens=specials, **opts)
@@ -452,7 +455,7 @@ def train(inputs: Inputs, vocab_size: int = 250_000, raw_vocab_size: int = 5_000
                          f"plus {len(list(special_tokens))} special tokens")
     with tempfile.TemporaryDirectory(prefix="cnfmce-", dir=tmp_dir) as tmp:
         corpus = _Corpus(inputs, tmp)
-        counts = _count(corpus, raw_vocab_size, rounds, num_threads, progress, memory_limit, tmp)
-        meta = {"counting": counts.info}
-        return _filter(counts, corpus, vocab_size, special_tokens, num_threads, progress, None,
-                       opts["algorithm"], opts["boundary_penalty"], opts["token_preference"], meta)
+        counter, info = _count(corpus, raw_vocab_size, rounds, num_threads, progress, memory_limit, tmp)
+        return _filter(counter, corpus, vocab_size, special_tokens, num_threads, progress, None,
+                       opts["algorithm"], opts["boundary_penalty"], opts["token_preference"],
+                       {"counting": info})
