@@ -23,11 +23,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use hashbrown::HashTable;
 use rayon::prelude::*;
 use rustc_hash::FxHasher;
 
 use crate::error::Error;
+use crate::probe::{ProbeTable, SlotKey};
 use crate::spill;
 use crate::trie::{ByteTrie, ROOT};
 use crate::units::unit_starts;
@@ -125,15 +125,45 @@ pub fn count_candidates(
     }
 }
 
-/// Keys of the counting tables: candidates packed so that key order is bytewise order.
-pub trait CountKey: Clone + Eq + Hash + Ord + Send + Sync + 'static {
+/// Keys of the counting tables: candidates packed so that key order is bytewise order. The
+/// empty key (length 0) marks free slots: candidates are never empty.
+pub trait CountKey: SlotKey + Clone + Eq + Hash + Ord + Send + Sync + 'static {
     /// Longest candidate the key can hold.
     const MAX_LEN: usize;
     fn from_bytes(b: &[u8]) -> Self;
     fn bytes(&self) -> Vec<u8>;
-    /// Heap bytes owned by the key.
-    fn heap(&self) -> usize {
+}
+
+impl SlotKey for u128 {
+    fn empty() -> Self {
         0
+    }
+    #[inline]
+    fn is_empty_key(&self) -> bool {
+        *self == 0
+    }
+}
+
+impl SlotKey for [u8; 32] {
+    fn empty() -> Self {
+        [0; 32]
+    }
+    #[inline]
+    fn is_empty_key(&self) -> bool {
+        self[31] == 0
+    }
+}
+
+impl SlotKey for Box<[u8]> {
+    fn empty() -> Self {
+        Box::new([])
+    }
+    #[inline]
+    fn is_empty_key(&self) -> bool {
+        self.is_empty()
+    }
+    fn heap(&self) -> usize {
+        self.len() + 16
     }
 }
 
@@ -177,9 +207,6 @@ impl CountKey for Box<[u8]> {
     fn bytes(&self) -> Vec<u8> {
         self.to_vec()
     }
-    fn heap(&self) -> usize {
-        self.len() + 16
-    }
 }
 
 const SHARDS: usize = 256;
@@ -200,7 +227,7 @@ fn shard_of(h: u64) -> usize {
 
 /// The counting table of one round, sharded by hash.
 pub struct Table<K: CountKey> {
-    shards: Vec<Mutex<HashTable<(K, u64)>>>,
+    shards: Vec<Mutex<ProbeTable<K>>>,
     entries: AtomicUsize,
     key_heap: AtomicUsize,
 }
@@ -208,7 +235,7 @@ pub struct Table<K: CountKey> {
 impl<K: CountKey> Table<K> {
     fn new() -> Self {
         Table {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashTable::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(ProbeTable::new(fx::<K>))).collect(),
             entries: AtomicUsize::new(0),
             key_heap: AtomicUsize::new(0),
         }
@@ -216,31 +243,20 @@ impl<K: CountKey> Table<K> {
 
     fn add(&self, shard: usize, items: &mut Vec<(u64, K, u64)>) {
         let mut t = self.shards[shard].lock().unwrap_or_else(|p| p.into_inner());
-        let mut added = 0usize;
-        let mut heap = 0usize;
-        for (h, k, c) in items.drain(..) {
-            match t.find_mut(h, |e| e.0 == k) {
-                Some(e) => e.1 += c,
-                None => {
-                    heap += k.heap();
-                    t.insert_unique(h, (k, c), |e| fx(&e.0));
-                    added += 1;
-                }
-            }
-        }
+        let (added, heap) = t.add_batch(items);
         drop(t);
         self.entries.fetch_add(added, Ordering::Relaxed);
         self.key_heap.fetch_add(heap, Ordering::Relaxed);
     }
 
-    /// Approximate bytes held (buckets at hashbrown's 7/8 load, control bytes, key heap).
+    /// Approximate bytes held (slots and key heap).
     fn bytes(&self) -> usize {
         let cap: usize = self
             .shards
             .iter()
             .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).capacity())
             .sum();
-        cap * (std::mem::size_of::<(K, u64)>() + 1) * 8 / 7 + self.key_heap.load(Ordering::Relaxed)
+        cap * std::mem::size_of::<(K, u64)>() + self.key_heap.load(Ordering::Relaxed)
     }
 
     fn len(&self) -> usize {
@@ -252,7 +268,7 @@ impl<K: CountKey> Table<K> {
         let mut all = Vec::with_capacity(self.len());
         for s in &self.shards {
             let mut t = s.lock().unwrap_or_else(|p| p.into_inner());
-            all.extend(std::mem::take(&mut *t));
+            all.extend(t.take());
         }
         self.entries.store(0, Ordering::Relaxed);
         self.key_heap.store(0, Ordering::Relaxed);
@@ -262,7 +278,7 @@ impl<K: CountKey> Table<K> {
 }
 
 /// Slots of the per-worker cache (direct mapped by hash).
-const CACHE: usize = 1 << 14;
+const CACHE: usize = 1 << 12;
 
 /// A counting worker: a small direct-mapped cache that absorbs repeated candidates (frequent
 /// substrings are most of the occurrences), and per-shard buffers of evicted `(hash, key,
@@ -537,8 +553,8 @@ impl Counter {
             if self.runs.is_empty() {
                 // Without runs the sink needs no order: stream the shards one by one.
                 for sh in &t.shards {
-                    let g = std::mem::take(&mut *sh.lock().unwrap_or_else(|p| p.into_inner()));
-                    for (k, c) in g {
+                    let mut g = sh.lock().unwrap_or_else(|p| p.into_inner());
+                    for (k, c) in g.take() {
                         sink(k.bytes(), c)?;
                     }
                 }

@@ -7,6 +7,7 @@ pub mod count;
 pub mod error;
 pub mod filter;
 pub mod mce;
+pub mod probe;
 pub mod spill;
 pub mod tokenizer;
 pub mod trie;
