@@ -92,16 +92,29 @@ def _rounds(s: str):
     return tuple(out)
 
 
+def _check_output(path: str) -> None:
+    """Fails early when the output cannot be written (before hours of training)."""
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise FileNotFoundError(f"the output directory does not exist: {d}")
+    if not os.access(d, os.W_OK):
+        raise PermissionError(f"cannot write to the output directory: {d}")
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from .training import DEFAULT_ROUNDS, train, train_from_counts
+    _check_output(args.output)
     opts = dict(algorithm=args.algorithm, boundary_penalty=args.boundary_penalty)
+    if args.counts and (args.rounds is not None or args.memory_limit is not None):
+        raise ValueError("--rounds and --memory-limit apply to counting; they cannot be combined "
+                         "with --counts (the counts are already made)")
     if args.counts:
         tok = train_from_counts(args.counts, args.inputs, vocab_size=args.vocab_size,
                                 special_tokens=args.special_token, num_threads=args.threads,
                                 progress=not args.quiet, raw_vocab_size=args.raw_vocab_size, **opts)
     else:
         tok = train(args.inputs, vocab_size=args.vocab_size,
-                    raw_vocab_size=args.raw_vocab_size or 5_000_000,
+                    raw_vocab_size=5_000_000 if args.raw_vocab_size is None else args.raw_vocab_size,
                     rounds=args.rounds or DEFAULT_ROUNDS, special_tokens=args.special_token,
                     num_threads=args.threads, progress=not args.quiet,
                     memory_limit=args.memory_limit, **opts)
@@ -113,7 +126,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_count(args: argparse.Namespace) -> int:
     from .training import DEFAULT_ROUNDS, count, save_counts
-    counts = count(args.inputs, raw_vocab_size=args.raw_vocab_size or 5_000_000,
+    _check_output(args.output)
+    counts = count(args.inputs,
+                   raw_vocab_size=5_000_000 if args.raw_vocab_size is None else args.raw_vocab_size,
                    rounds=args.rounds or DEFAULT_ROUNDS, num_threads=args.threads,
                    progress=not args.quiet, memory_limit=args.memory_limit)
     save_counts(counts, args.output)

@@ -30,19 +30,69 @@ _JSONL = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".json.gz", ".ndjson")
 
 
 def open_binary(path: PathLike) -> IO[bytes]:
-    """Opens ``path`` for reading bytes, decompressing ``.gz`` and ``.zst`` transparently."""
+    """Opens ``path`` for reading bytes, decompressing ``.gz`` and ``.zst`` transparently.
+
+    Corrupt or truncated compressed data raises :class:`CorpusError` when it is read."""
     p = os.fspath(path)
     if p.endswith(".gz"):
         return gzip.open(p, "rb")
     if p.endswith(".zst"):
+        return _ZstdReader(p)  # type: ignore[return-value]
+    return open(p, "rb")
+
+
+class _ZstdReader(io.RawIOBase):
+    """A strict streaming .zst reader: every frame must be complete (a truncated file raises
+    instead of silently ending early); multiple frames are read in sequence."""
+
+    def __init__(self, path: str):
         try:
             import zstandard
         except ImportError as e:  # pragma: no cover - depends on the environment
-            raise CorpusError(f"{p}: reading .zst files needs the zstandard package "
+            raise CorpusError(f"{path}: reading .zst files needs the zstandard package "
                               "(pip install 'cnfmce[formats]')") from e
-        fh = open(p, "rb")
-        return zstandard.ZstdDecompressor().stream_reader(fh, closefd=True)  # type: ignore[return-value]
-    return open(p, "rb")
+        self._zstd = zstandard
+        self._path = path
+        self._fh = open(path, "rb")
+        self._dctx = zstandard.ZstdDecompressor()
+        self._dobj = self._dctx.decompressobj()
+        self._pending = b""
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _fill(self) -> None:
+        while not self._pending and not self._eof:
+            chunk = self._fh.read(1 << 20)
+            if not chunk:
+                if not self._dobj.eof and self._started:
+                    raise CorpusError(f"{self._path}: truncated zstd data (the last frame is incomplete)")
+                self._eof = True
+                return
+            self._started = True
+            try:
+                out = self._dobj.decompress(chunk)
+                while self._dobj.eof and self._dobj.unused_data:
+                    rest = self._dobj.unused_data
+                    self._dobj = self._dctx.decompressobj()
+                    out += self._dobj.decompress(rest)
+            except self._zstd.ZstdError as e:
+                raise CorpusError(f"{self._path}: corrupt zstd data ({e})") from None
+            self._pending = out
+
+    _started = False
+
+    def readinto(self, b: "bytearray | memoryview") -> int:  # type: ignore[override]
+        self._fill()
+        n = min(len(b), len(self._pending))
+        b[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+    def close(self) -> None:
+        self._fh.close()
+        super().close()
 
 
 def is_path_list(inputs: object) -> bool:

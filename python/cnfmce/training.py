@@ -34,7 +34,7 @@ __all__ = ["DEFAULT_ROUNDS", "Counts", "count", "train", "train_from_counts", "s
            "load_counts", "merge_counts", "default_memory_limit"]
 
 DEFAULT_ROUNDS: Tuple[Tuple[int, int, int], ...] = ((1, 12, 0), (13, 21, 80), (22, 30, 80))
-BATCH_BYTES = 4 << 20
+BATCH_BYTES = 2 << 20  # per call into the core; Ctrl-C is seen between calls
 COUNTS_MAGIC = "# cnfmce counts v1"
 
 
@@ -78,6 +78,11 @@ def _check_rounds(rounds: Any) -> List[Tuple[int, int, int]]:
     for a, b, t in out:
         if a < 1 or b < a or t < 0:
             raise ValueError(f"bad round {(a, b, t)}: need 1 <= min <= max and threshold >= 0")
+    if any(out[k][2] < out[k - 1][2] for k in range(2, len(out))):
+        warnings.warn("a later round has a lower threshold than an earlier one (after the first): "
+                      "Algorithm 1's early stopping then drops some candidates that reach the lower "
+                      "threshold; use non-decreasing thresholds to count them all",
+                      RuntimeWarning, stacklevel=4)
     return out
 
 
@@ -450,9 +455,12 @@ def train(inputs: Inputs, vocab_size: int = 250_000, raw_vocab_size: int = 5_000
     """
     opts = _check_options(algorithm, boundary_penalty, token_preference)
     vocab_size = _check_positive("vocab_size", vocab_size)
-    if vocab_size - len(list(special_tokens)) < 256:
+    if isinstance(special_tokens, str):
+        raise TypeError("special_tokens must be a sequence of strings, not a string")
+    special_tokens = list(special_tokens)
+    if vocab_size - len(special_tokens) < 256:
         raise ValueError(f"vocab_size {vocab_size} is too small: it must hold the 256 single bytes "
-                         f"plus {len(list(special_tokens))} special tokens")
+                         f"plus {len(special_tokens)} special tokens")
     with tempfile.TemporaryDirectory(prefix="cnfmce-", dir=tmp_dir) as tmp:
         corpus = _Corpus(inputs, tmp)
         counter, info = _count(corpus, raw_vocab_size, rounds, num_threads, progress, memory_limit, tmp)
