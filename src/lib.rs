@@ -39,16 +39,19 @@ mod bindings {
             Error::Value(m) => PyValueError::new_err(m),
             Error::Io(m) => PyOSError::new_err(m),
             Error::Interrupted => pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"),
-            Error::UnknownId(id) => {
-                let msg = format!("unknown token id {id}");
-                match py
-                    .import("cnfmce.errors")
-                    .and_then(|m| m.getattr("UnknownIdError"))
-                {
-                    Ok(cls) => PyErr::from_type(cls.cast_into().expect("exception type"), msg),
-                    Err(_) => PyKeyError::new_err(msg),
-                }
-            }
+            Error::UnknownId(id) => unknown_id(py, &id.to_string()),
+        }
+    }
+
+    /// `cnfmce.errors.UnknownIdError` (a KeyError and a ValueError) naming the id.
+    fn unknown_id(py: Python<'_>, id: &str) -> PyErr {
+        let msg = format!("unknown token id {id}");
+        match py.import("cnfmce.errors").and_then(|m| m.getattr("UnknownIdError")) {
+            Ok(cls) => match cls.cast_into() {
+                Ok(t) => PyErr::from_type(t, msg),
+                Err(_) => PyKeyError::new_err(msg),
+            },
+            Err(_) => PyKeyError::new_err(msg),
         }
     }
 
@@ -74,8 +77,8 @@ mod bindings {
         }
     }
 
-    /// Reads a sequence of ids (ints, numpy integers, ...) as i64; huge values become -1 so that
-    /// they are reported as unknown ids.
+    /// Reads a sequence of ids (ints, numpy integers, ...) as i64; values beyond i64 are reported
+    /// as unknown ids.
     fn read_ids(ids: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
         if ids.is_instance_of::<PyString>() || ids.is_instance_of::<PyBytes>() {
             return Err(PyTypeError::new_err("ids must be a sequence of integers, not a string"));
@@ -92,7 +95,8 @@ mod bindings {
                 Ok(v) => out.push(v),
                 Err(e) => {
                     if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(ids.py()) {
-                        out.push(i64::MIN);
+                        let shown = item.str().map(|s| s.to_string()).unwrap_or_default();
+                        return Err(unknown_id(ids.py(), &shown));
                     } else {
                         return Err(PyTypeError::new_err(format!(
                             "ids must be integers, got {}",
@@ -282,7 +286,10 @@ mod bindings {
         fn id_to_token<'py>(&self, py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
             let id = match id.extract::<i64>() {
                 Ok(v) => v,
-                Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => i64::MIN,
+                Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => {
+                    let shown = id.str().map(|s| s.to_string()).unwrap_or_default();
+                    return Err(unknown_id(py, &shown));
+                }
                 Err(_) => return Err(PyTypeError::new_err("a token id must be an integer")),
             };
             let b = u32::try_from(id)

@@ -64,6 +64,16 @@ impl Vocab {
         if max_id > MAX_ID {
             return Err(Error::Value(format!("id {max_id} is too large (at most {MAX_ID})")));
         }
+        // Ids index dense tables; refuse id spaces far larger than the vocabulary instead of
+        // allocating gigabytes for them.
+        let limit = entries.len().saturating_mul(8).saturating_add(1 << 24);
+        if max_id as usize >= limit {
+            return Err(Error::Value(format!(
+                "token ids are too sparse: id {max_id} with only {} tokens (regular ids must be \
+                 below {limit}; special tokens may use any id)",
+                entries.len()
+            )));
+        }
         let total: usize = entries.iter().map(|e| e.1.len()).sum();
         let mut data = Vec::with_capacity(total);
         let n_ids = if entries.is_empty() { 0 } else { max_id as usize + 1 };

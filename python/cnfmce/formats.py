@@ -38,6 +38,7 @@ __all__ = [
 
 FORMAT_NAME = "cnfmce"
 FORMAT_VERSION = 1
+MAX_ID = 2**32 - 1  # ids are u32 in the core; 2**32 - 1 is reserved
 
 
 def read_bytes(path: "os.PathLike[str] | str") -> bytes:
@@ -109,6 +110,8 @@ def parse_tiktoken(path: "os.PathLike[str] | str") -> Tuple[List[int], List[byte
             raise TokenizerFileError(f"{p}:{lineno}: bad base64 token or rank") from None
         if rank < 0 or not tok:
             raise TokenizerFileError(f"{p}:{lineno}: negative rank or empty token")
+        if rank >= MAX_ID:
+            raise TokenizerFileError(f"{p}:{lineno}: rank {rank} is too large (ids are below {MAX_ID})")
         ids.append(rank)
         toks.append(tok)
     if not toks:
@@ -147,11 +150,20 @@ def parse_hf(path: "os.PathLike[str] | str") -> Tuple[List[int], List[bytes], Di
         raise TokenizerFileError(
             f"{p}: unsupported tokenizer.json: model type {mtype!r}; only byte-level BPE "
             "vocabularies (a \"vocab\" mapping in the GPT-2 byte alphabet) are supported")
+    added = doc.get("added_tokens") or []
+    if not isinstance(added, list):
+        raise TokenizerFileError(f"{p}: \"added_tokens\" is not a list")
+    # Special added tokens may also be listed raw (not in the byte alphabet) in model.vocab, as in
+    # DeepSeek's files: they are special tokens, not vocabulary entries.
+    raw_specials = {(a.get("content"), a.get("id")) for a in added
+                    if isinstance(a, dict) and a.get("special")}
     inverse = {c: b for b, c in bytes_to_unicode().items()}
     by_id: Dict[int, bytes] = {}
     for s, i in vocab.items():
-        if not isinstance(s, str) or not isinstance(i, int) or isinstance(i, bool) or i < 0:
+        if not isinstance(s, str) or not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < MAX_ID:
             raise TokenizerFileError(f"{p}: bad vocab entry {s!r}: {i!r}")
+        if (s, i) in raw_specials:
+            continue
         try:
             b = bytes(inverse[c] for c in s)
         except KeyError:
@@ -162,13 +174,11 @@ def parse_hf(path: "os.PathLike[str] | str") -> Tuple[List[int], List[bytes], Di
             raise TokenizerFileError(f"{p}: id {i} is used twice in model.vocab")
         by_id[i] = b
     specials: Dict[str, int] = {}
-    added = doc.get("added_tokens") or []
-    if not isinstance(added, list):
-        raise TokenizerFileError(f"{p}: \"added_tokens\" is not a list")
     present = {b: i for i, b in by_id.items()}
     for a in added:
         if not isinstance(a, dict) or not isinstance(a.get("content"), str) or \
-                not isinstance(a.get("id"), int):
+                not isinstance(a.get("id"), int) or isinstance(a.get("id"), bool) or \
+                not 0 <= a["id"] < MAX_ID:
             raise TokenizerFileError(f"{p}: bad added_tokens entry {a!r}")
         content, i = a["content"], a["id"]
         b = content.encode("utf-8")

@@ -52,7 +52,7 @@ def _special_pairs(special_tokens: SpecialTokens, next_id: int) -> List[Tuple[by
             raise TypeError(f"special tokens must be str, got {type(s).__name__}")
         if not s:
             raise ValueError("a special token is empty")
-        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < 2**32 - 1:
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < formats.MAX_ID:
             raise ValueError(f"special token {s!r} has a bad id {i!r}")
         out.append((s.encode("utf-8"), i))
     return out
