@@ -131,7 +131,13 @@ pub trait CountKey: SlotKey + Clone + Eq + Hash + Ord + Send + Sync + 'static {
     /// Longest candidate the key can hold.
     const MAX_LEN: usize;
     fn from_bytes(b: &[u8]) -> Self;
-    fn bytes(&self) -> Vec<u8>;
+    /// Appends the candidate's bytes to `out`.
+    fn write_bytes(&self, out: &mut Vec<u8>);
+    fn bytes(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.write_bytes(&mut v);
+        v
+    }
 }
 
 impl SlotKey for u128 {
@@ -178,9 +184,9 @@ impl CountKey for u128 {
         }
         k | b.len() as u128
     }
-    fn bytes(&self) -> Vec<u8> {
+    fn write_bytes(&self, out: &mut Vec<u8>) {
         let len = (*self & 0xFF) as usize;
-        (0..len).map(|i| (*self >> (120 - 8 * i)) as u8).collect()
+        out.extend((0..len).map(|i| (*self >> (120 - 8 * i)) as u8));
     }
 }
 
@@ -194,8 +200,8 @@ impl CountKey for [u8; 32] {
         k[31] = b.len() as u8;
         k
     }
-    fn bytes(&self) -> Vec<u8> {
-        self[..self[31] as usize].to_vec()
+    fn write_bytes(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self[..self[31] as usize]);
     }
 }
 
@@ -204,8 +210,8 @@ impl CountKey for Box<[u8]> {
     fn from_bytes(b: &[u8]) -> Self {
         b.into()
     }
-    fn bytes(&self) -> Vec<u8> {
-        self.to_vec()
+    fn write_bytes(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self);
     }
 }
 
@@ -391,6 +397,138 @@ fn count_batch<K: CountKey>(table: &Table<K>, docs: &[&[u8]], round: &Round, tri
     }
 }
 
+/// Candidates with counts in one arena (no allocation per candidate).
+#[derive(Default)]
+pub struct Cands {
+    data: Vec<u8>,
+    /// (count, offset, length) into `data`.
+    items: Vec<(u64, usize, u32)>,
+}
+
+impl Cands {
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    #[inline]
+    pub fn push(&mut self, k: &[u8], c: u64) {
+        self.items.push((c, self.data.len(), k.len() as u32));
+        self.data.extend_from_slice(k);
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> (&[u8], u64) {
+        let (c, o, l) = self.items[i];
+        (&self.data[o..o + l as usize], c)
+    }
+
+    fn key(&self, e: &(u64, usize, u32)) -> &[u8] {
+        &self.data[e.1..e.1 + e.2 as usize]
+    }
+
+    pub fn extend(&mut self, other: &Cands) {
+        for i in 0..other.len() {
+            let (k, c) = other.get(i);
+            self.push(k, c);
+        }
+    }
+
+    /// Sorts by count descending, ties by bytes.
+    pub fn sort(&mut self) {
+        let data = &self.data;
+        let key = |e: &(u64, usize, u32)| &data[e.1..e.1 + e.2 as usize];
+        self.items.par_sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| key(a).cmp(key(b))));
+    }
+
+    /// Keeps the best `m` (count descending, ties by bytes), in no particular order, and compacts
+    /// the arena; returns the count of the worst kept (0 when fewer than `m` remain).
+    pub fn prune_top(&mut self, m: usize) -> u64 {
+        if self.items.len() <= m {
+            return 0;
+        }
+        if m == 0 {
+            *self = Cands::default();
+            return u64::MAX;
+        }
+        let data = &self.data;
+        let key = |e: &(u64, usize, u32)| &data[e.1..e.1 + e.2 as usize];
+        self.items.select_nth_unstable_by(m - 1, |a, b| b.0.cmp(&a.0).then_with(|| key(a).cmp(key(b))));
+        self.items.truncate(m);
+        let worst = self.items[m - 1].0;
+        self.compact();
+        worst
+    }
+
+    /// Keeps the items for which `keep(index in the current order, count)` holds.
+    pub fn retain(&mut self, mut keep: impl FnMut(usize, u64) -> bool) {
+        let mut i = 0usize;
+        self.items.retain(|e| {
+            i += 1;
+            keep(i - 1, e.0)
+        });
+        self.compact();
+    }
+
+    fn compact(&mut self) {
+        let mut data = Vec::with_capacity(self.items.iter().map(|e| e.2 as usize).sum());
+        for e in self.items.iter_mut() {
+            let o = data.len();
+            data.extend_from_slice(&self.data[e.1..e.1 + e.2 as usize]);
+            e.1 = o;
+        }
+        self.data = data;
+        self.items.shrink_to_fit();
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.data.capacity() + self.items.capacity() * std::mem::size_of::<(u64, usize, u32)>()
+    }
+
+    /// Keys with a count of at least `t`, sorted bytewise.
+    pub fn keys_at_least(&self, t: u64) -> Vec<&[u8]> {
+        let mut keys: Vec<&[u8]> = self.items.iter().filter(|e| e.0 >= t).map(|e| self.key(e)).collect();
+        keys.par_sort_unstable();
+        keys
+    }
+}
+
+/// Chooses what a finished round keeps: candidates at a later round's threshold (for its trie)
+/// and the best `m` below it, with a running cutoff so that most low counts are dropped without
+/// being stored.
+struct Selector {
+    threshold: u64,
+    future: Option<u64>,
+    m: usize,
+    direct: Cands,
+    low: Cands,
+    cutoff: u64,
+    distinct: u64,
+    retained: u64,
+}
+
+impl Selector {
+    #[inline]
+    fn offer(&mut self, k: &[u8], c: u64) {
+        self.distinct += 1;
+        if c < self.threshold {
+            return;
+        }
+        self.retained += 1;
+        if self.future.is_some_and(|f| c >= f) {
+            self.direct.push(k, c);
+        } else if c >= self.cutoff {
+            self.low.push(k, c);
+            if self.low.len() >= prune_trigger(self.m) {
+                self.cutoff = self.low.prune_top(self.m);
+            }
+        }
+    }
+}
+
 /// Statistics of one finished round.
 #[derive(Clone, Debug, Default)]
 pub struct RoundStats {
@@ -416,8 +554,8 @@ pub struct Counter {
     table: Option<AnyTable>,
     trie: Option<ByteTrie>,
     runs: Vec<PathBuf>,
-    /// Retained candidates that can still matter, with their counts.
-    kept: Vec<(Box<[u8]>, u64)>,
+    /// Retained candidates that can still matter, with their counts (sorted after each round).
+    kept: Cands,
     stats: RoundStats,
 }
 
@@ -437,7 +575,7 @@ impl Counter {
             table: None,
             trie: None,
             runs: Vec::new(),
-            kept: Vec::new(),
+            kept: Cands::default(),
             stats: RoundStats::default(),
         })
     }
@@ -461,10 +599,7 @@ impl Counter {
             .get(self.round)
             .ok_or_else(|| Error::Value("all rounds are done".into()))?;
         self.trie = if r.min_len > 1 {
-            let mut keys: Vec<&[u8]> =
-                self.kept.iter().filter(|e| e.1 >= r.threshold).map(|e| &e.0[..]).collect();
-            keys.sort_unstable();
-            Some(ByteTrie::from_sorted(&keys))
+            Some(ByteTrie::from_sorted(&self.kept.keys_at_least(r.threshold)))
         } else {
             None
         };
@@ -500,7 +635,7 @@ impl Counter {
 
     /// Bytes held by the retained candidates and the trie.
     pub fn kept_bytes(&self) -> usize {
-        self.kept.iter().map(|e| e.0.len() + 40).sum::<usize>() + self.trie.as_ref().map_or(0, |t| t.heap_bytes())
+        self.kept.heap_bytes() + self.trie.as_ref().map_or(0, |t| t.heap_bytes())
     }
 
     fn spill(&mut self) -> Result<(), Error> {
@@ -526,41 +661,39 @@ impl Counter {
         // Later rounds need candidates at their thresholds for their tries.
         let future = self.rounds[self.round + 1..].iter().map(|r| r.threshold).min();
         let m = self.raw_vocab_size;
-        let mut direct: Vec<(Box<[u8]>, u64)> = Vec::new();
-        // The best m new candidates below the future threshold, pruned to m whenever the buffer
-        // doubles; after a prune, a count below the m-th best can never enter the top m.
-        let mut low: Vec<(Box<[u8]>, u64)> = Vec::new();
-        let mut cutoff = 0u64;
-        let mut distinct = 0u64;
-        let mut retained = 0u64;
-        let mut sink = |k: Vec<u8>, c: u64| -> Result<(), Error> {
-            distinct += 1;
-            if c < r.threshold {
-                return Ok(());
-            }
-            retained += 1;
-            if future.is_some_and(|f| c >= f) {
-                direct.push((k.into_boxed_slice(), c));
-            } else if c >= cutoff {
-                low.push((k.into_boxed_slice(), c));
-                if low.len() >= prune_trigger(m) {
-                    cutoff = prune_top(&mut low, m);
-                }
-            }
-            Ok(())
+        let mut sel = Selector {
+            threshold: r.threshold,
+            future,
+            m,
+            direct: Cands::default(),
+            low: Cands::default(),
+            cutoff: 0,
+            distinct: 0,
+            retained: 0,
         };
         with_table!(&table, t => {
             if self.runs.is_empty() {
-                // Without runs the sink needs no order: stream the shards one by one.
+                // Without runs the selection needs no order: stream the shards one by one.
+                let mut buf = Vec::with_capacity(64);
                 for sh in &t.shards {
                     let mut g = sh.lock().unwrap_or_else(|p| p.into_inner());
                     for (k, c) in g.take() {
-                        sink(k.bytes(), c)?;
+                        if c < sel.threshold || (c < sel.cutoff && sel.future.is_none_or(|f| c < f)) {
+                            sel.distinct += 1;
+                            sel.retained += u64::from(c >= sel.threshold);
+                            continue;
+                        }
+                        buf.clear();
+                        k.write_bytes(&mut buf);
+                        sel.offer(&buf, c);
                     }
                 }
             } else {
                 let sorted = t.drain_sorted();
-                spill::merge(&self.runs, sorted.into_iter().map(|(k, c)| (k.bytes(), c)), &mut sink)?;
+                spill::merge(&self.runs, sorted.into_iter().map(|(k, c)| (k.bytes(), c)), |k, c| {
+                    sel.offer(&k, c);
+                    Ok(())
+                })?;
             }
         });
         drop(table);
@@ -568,27 +701,24 @@ impl Counter {
             let _ = std::fs::remove_file(p);
         }
         let mut all = std::mem::take(&mut self.kept);
-        all.extend(direct);
-        prune_top(&mut low, m);
-        all.extend(low);
-        all.par_sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        let mut k = 0usize;
-        all.retain(|e| {
-            k += 1;
-            k <= m || future.is_some_and(|f| e.1 >= f)
-        });
-        all.shrink_to_fit();
+        all.extend(&sel.direct);
+        drop(sel.direct);
+        sel.low.prune_top(m);
+        all.extend(&sel.low);
+        drop(sel.low);
+        all.sort();
+        all.retain(|i, c| i < m || future.is_some_and(|f| c >= f));
         self.kept = all;
         self.trie = None;
         self.round += 1;
-        self.stats.distinct = distinct;
-        self.stats.retained = retained;
+        self.stats.distinct = sel.distinct;
+        self.stats.retained = sel.retained;
         Ok(self.stats.clone())
     }
 
     /// The raw vocabulary: the best `raw_vocab_size` candidates by count (ties by bytes).
     pub fn result(&self) -> Vec<(&[u8], u64)> {
-        self.kept.iter().take(self.raw_vocab_size).map(|e| (&e.0[..], e.1)).collect()
+        (0..self.kept.len().min(self.raw_vocab_size)).map(|i| self.kept.get(i)).collect()
     }
 }
 
@@ -600,22 +730,6 @@ fn prune_trigger(m: usize) -> usize {
     } else {
         m.max(1 << 16).saturating_mul(2)
     }
-}
-
-/// Keeps the best `m` entries (count descending, ties by bytes), in no particular order;
-/// returns the count of the worst one kept (0 when fewer than `m` remain).
-fn prune_top(v: &mut Vec<(Box<[u8]>, u64)>, m: usize) -> u64 {
-    if v.len() <= m {
-        return 0;
-    }
-    if m == 0 {
-        v.clear();
-        return u64::MAX;
-    }
-    v.select_nth_unstable_by(m - 1, |a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    v.truncate(m);
-    v.shrink_to(m.saturating_mul(2));
-    v[m - 1].1
 }
 
 #[cfg(test)]
