@@ -91,6 +91,9 @@ mod bindings {
             ))
         })? {
             let item = item?;
+            if item.is_instance_of::<pyo3::types::PyBool>() {
+                return Err(PyTypeError::new_err("ids must be integers, got bool"));
+            }
             match item.extract::<i64>() {
                 Ok(v) => out.push(v),
                 Err(e) => {
@@ -284,6 +287,9 @@ mod bindings {
         }
 
         fn id_to_token<'py>(&self, py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+            if id.is_instance_of::<pyo3::types::PyBool>() {
+                return Err(PyTypeError::new_err("a token id must be an integer, got bool"));
+            }
             let id = match id.extract::<i64>() {
                 Ok(v) => v,
                 Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => {

@@ -234,7 +234,7 @@ def parse_native_bytes(data: bytes, p: str = "<bytes>"
         raise TokenizerFileError(f"{p}: not a cnfmce tokenizer file (use Tokenizer.from_tiktoken "
                                  "or Tokenizer.from_hf for other formats)")
     version = doc.get("version")
-    if not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= FORMAT_VERSION:
         raise TokenizerFileError(f"{p}: unsupported format version {version!r} "
                                  f"(this cnfmce reads version {FORMAT_VERSION})")
     toks = doc.get("tokens")

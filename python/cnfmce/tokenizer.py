@@ -126,7 +126,9 @@ class Tokenizer:
         """Loads the vocabulary of a Hugging Face ``tokenizer.json`` (byte-level BPE).
 
         ``model.vocab`` gives the ids (GPT-2 byte-to-unicode alphabet); ``added_tokens`` marked
-        special become special tokens, other added tokens regular tokens. Merges, normalizers and
+        special become special tokens, other added tokens regular tokens (an added token whose
+        text is already a vocabulary token under another id becomes a special token, so that both
+        ids decode). Merges, normalizers and
         pre-tokenizers are not used: MCE needs only the vocabulary. Gzip-compressed files are
         accepted.
         """

@@ -1,0 +1,39 @@
+"""Shared fixtures: where the shared corpora and vocabularies live, and tokenizers loaded once."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import cnfmce
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("CNFMCE_SHARED", str(REPO.parent / "shared")))
+
+
+def shared_path(*parts: str) -> Path:
+    """A file under the shared directory; skips the test when it is missing."""
+    p = SHARED.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"shared data not found: {p} (set CNFMCE_SHARED to the shared directory)")
+    return p
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"shared directory not found: {SHARED} (set CNFMCE_SHARED)")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def o200k() -> cnfmce.Tokenizer:
+    return cnfmce.Tokenizer.from_tiktoken(shared_path("vocabs", "o200k_base.tiktoken"),
+                                          special_tokens={"<|endoftext|>": 199999})
+
+
+@pytest.fixture(scope="session")
+def qwen() -> cnfmce.Tokenizer:
+    return cnfmce.Tokenizer.from_hf(shared_path("vocabs", "qwen3.5.tokenizer.json.gz"))
