@@ -25,7 +25,7 @@ mod bindings {
 
     use pyo3::exceptions::{PyKeyError, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
     use pyo3::prelude::*;
-    use pyo3::types::{PyBytes, PyString};
+    use pyo3::types::{PyBytes, PyList, PyString};
 
     use crate::mce::{Algorithm, Options};
     use crate::tokenizer::{SpecialMatcher, Tokenizer};
@@ -112,6 +112,57 @@ mod bindings {
         Ok(out)
     }
 
+    /// Ids below this get cached Python int objects (see `IdInts`).
+    const INT_CACHE_MAX: usize = 1 << 20;
+
+    /// Python int objects for the ids of one tokenizer, created once: building the result lists
+    /// then costs an increment per token instead of allocating a new int object.
+    struct IdInts {
+        ints: pyo3::sync::PyOnceLock<Vec<Py<PyAny>>>,
+        bound: usize,
+    }
+
+    impl IdInts {
+        fn new(bound: usize) -> Self {
+            IdInts { ints: pyo3::sync::PyOnceLock::new(), bound: bound.min(INT_CACHE_MAX) }
+        }
+
+        /// A Python list of the ids.
+        fn list<'py>(&self, py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
+            let ints = self.ints.get_or_init(py, || {
+                (0..self.bound as u64)
+                    .map(|i| i.into_pyobject(py).map(|b| b.into_any().unbind()).expect("int"))
+                    .collect()
+            });
+            let n = ids.len() as pyo3::ffi::Py_ssize_t;
+            // SAFETY: PyList_New returns a new list of n NULL slots (or NULL with an exception
+            // set); every slot is filled exactly once below with a new (owned) reference.
+            unsafe {
+                let list = pyo3::ffi::PyList_New(n);
+                if list.is_null() {
+                    return Err(PyErr::fetch(py));
+                }
+                let list = Bound::from_owned_ptr(py, list).cast_into_unchecked::<PyList>();
+                for (k, &id) in ids.iter().enumerate() {
+                    let obj = match ints.get(id as usize) {
+                        Some(o) => o.clone_ref(py).into_ptr(),
+                        None => id.into_pyobject(py)?.into_ptr(),
+                    };
+                    pyo3::ffi::PyList_SET_ITEM(list.as_ptr(), k as pyo3::ffi::Py_ssize_t, obj);
+                }
+                Ok(list)
+            }
+        }
+
+        fn lists<'py>(&self, py: Python<'py>, all: &[Vec<u32>]) -> PyResult<Bound<'py, PyList>> {
+            let out = PyList::empty(py);
+            for ids in all {
+                out.append(self.list(py, ids)?)?;
+            }
+            Ok(out)
+        }
+    }
+
     /// The special tokens that `encode` may match (built by `CoreTokenizer.matcher`).
     #[pyclass(module = "cnfmce._core", name = "SpecialMatcher", frozen)]
     struct PySpecialMatcher {
@@ -122,32 +173,45 @@ mod bindings {
     #[pyclass(module = "cnfmce._core", name = "CoreTokenizer", frozen)]
     struct PyCoreTokenizer {
         inner: Tokenizer,
+        ints: IdInts,
     }
 
     impl PyCoreTokenizer {
-        fn encode_detached(
-            &self,
-            py: Python<'_>,
-            data: &[u8],
-            allowed: Option<&Bound<'_, PySpecialMatcher>>,
-        ) -> PyResult<Vec<u32>> {
-            let m = allowed.map(|a| &a.get().inner);
-            if data.len() < DETACH_BYTES {
-                guarded(|| self.inner.encode(data, m))
-            } else {
-                py.detach(|| guarded(|| self.inner.encode(data, m)))
-            }
+        fn wrap(inner: Tokenizer) -> Self {
+            let bound = inner
+                .specials()
+                .iter()
+                .map(|s| s.1 as usize + 1)
+                .max()
+                .unwrap_or(0)
+                .max(inner.vocab().id_bound());
+            PyCoreTokenizer { inner, ints: IdInts::new(bound) }
         }
 
-        fn batch<T: AsRef<[u8]> + Sync>(
+        fn encode_detached<'py>(
             &self,
-            py: Python<'_>,
+            py: Python<'py>,
+            data: &[u8],
+            allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        ) -> PyResult<Bound<'py, PyList>> {
+            let m = allowed.map(|a| &a.get().inner);
+            let ids = if data.len() < DETACH_BYTES {
+                guarded(|| self.inner.encode(data, m))?
+            } else {
+                py.detach(|| guarded(|| self.inner.encode(data, m)))?
+            };
+            self.ints.list(py, &ids)
+        }
+
+        fn batch<'py, T: AsRef<[u8]> + Sync>(
+            &self,
+            py: Python<'py>,
             texts: &[T],
             allowed: Option<&Bound<'_, PySpecialMatcher>>,
             num_threads: Option<usize>,
-        ) -> PyResult<Vec<Vec<u32>>> {
+        ) -> PyResult<Bound<'py, PyList>> {
             let m = allowed.map(|a| &a.get().inner);
-            py.detach(|| {
+            let all = py.detach(|| {
                 guarded(|| match num_threads {
                     None | Some(0) => Ok(self.inner.encode_batch(texts, m)),
                     Some(n) => rayon::ThreadPoolBuilder::new()
@@ -156,7 +220,8 @@ mod bindings {
                         .map(|pool| pool.install(|| self.inner.encode_batch(texts, m)))
                         .map_err(|e| PyRuntimeError::new_err(format!("cannot start threads: {e}"))),
                 })
-            })?
+            })??;
+            self.ints.lists(py, &all)
         }
     }
 
@@ -196,7 +261,7 @@ mod bindings {
             let inner = py
                 .detach(|| guarded(|| Tokenizer::new(entries, specials, options)))?
                 .map_err(|e| to_py(py, e))?;
-            Ok(PyCoreTokenizer { inner })
+            Ok(PyCoreTokenizer::wrap(inner))
         }
 
         /// A new tokenizer over the same vocabulary with other options.
@@ -216,16 +281,16 @@ mod bindings {
             let inner = py
                 .detach(|| guarded(|| Tokenizer::new(entries, specials, options)))?
                 .map_err(|e| to_py(py, e))?;
-            Ok(PyCoreTokenizer { inner })
+            Ok(PyCoreTokenizer::wrap(inner))
         }
 
         #[pyo3(signature = (text, allowed=None))]
-        fn encode(
+        fn encode<'py>(
             &self,
-            py: Python<'_>,
+            py: Python<'py>,
             text: &Bound<'_, PyString>,
             allowed: Option<&Bound<'_, PySpecialMatcher>>,
-        ) -> PyResult<Vec<u32>> {
+        ) -> PyResult<Bound<'py, PyList>> {
             let s = text.to_str().map_err(|_| {
                 PyValueError::new_err(
                     "text is not valid Unicode (it holds lone surrogates); encode it with \
@@ -236,23 +301,23 @@ mod bindings {
         }
 
         #[pyo3(signature = (data, allowed=None))]
-        fn encode_bytes(
+        fn encode_bytes<'py>(
             &self,
-            py: Python<'_>,
+            py: Python<'py>,
             data: &[u8],
             allowed: Option<&Bound<'_, PySpecialMatcher>>,
-        ) -> PyResult<Vec<u32>> {
+        ) -> PyResult<Bound<'py, PyList>> {
             self.encode_detached(py, data, allowed)
         }
 
         #[pyo3(signature = (texts, allowed=None, num_threads=None))]
-        fn encode_batch(
+        fn encode_batch<'py>(
             &self,
-            py: Python<'_>,
+            py: Python<'py>,
             texts: Vec<Bound<'_, PyString>>,
             allowed: Option<&Bound<'_, PySpecialMatcher>>,
             num_threads: Option<usize>,
-        ) -> PyResult<Vec<Vec<u32>>> {
+        ) -> PyResult<Bound<'py, PyList>> {
             let mut strs: Vec<&[u8]> = Vec::with_capacity(texts.len());
             for (k, t) in texts.iter().enumerate() {
                 strs.push(
@@ -269,13 +334,13 @@ mod bindings {
         }
 
         #[pyo3(signature = (items, allowed=None, num_threads=None))]
-        fn encode_bytes_batch(
+        fn encode_bytes_batch<'py>(
             &self,
-            py: Python<'_>,
+            py: Python<'py>,
             items: Vec<Bound<'_, PyBytes>>,
             allowed: Option<&Bound<'_, PySpecialMatcher>>,
             num_threads: Option<usize>,
-        ) -> PyResult<Vec<Vec<u32>>> {
+        ) -> PyResult<Bound<'py, PyList>> {
             let data: Vec<&[u8]> = items.iter().map(|b| b.as_bytes()).collect();
             self.batch(py, &data, allowed, num_threads)
         }
