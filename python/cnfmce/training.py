@@ -250,9 +250,12 @@ def _count(corpus: _Corpus, raw_vocab_size: int, rounds: Sequence[Tuple[int, int
         counter.begin_round()
         bar = _Progress(progress, f"count {k + 1}/{len(rounds_)} [{lo}-{hi}] t={thr}", corpus.total_bytes)
         try:
+            ndocs = 0
             for batch, size in corpus.batches():
                 counter.add(batch)
-                bar.update(size, table=_fmt_bytes(counter.table_bytes), rss=_fmt_bytes(_rss_bytes()))
+                ndocs += len(batch)
+                bar.update(size, docs=f"{ndocs:,}", table=_fmt_bytes(counter.table_bytes),
+                           rss=_fmt_bytes(_rss_bytes()))
         except BaseException:
             bar.close()
             raise
@@ -411,9 +414,11 @@ def _filter(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str, Any], co
     raw_size = flt.raw_size
     bar = _Progress(progress, "filter", corpus.total_bytes)
     try:
+        ndocs = 0
         for batch, size in corpus.batches():
             flt.add(batch)
-            bar.update(size, rss=_fmt_bytes(_rss_bytes()))
+            ndocs += len(batch)
+            bar.update(size, docs=f"{ndocs:,}", rss=_fmt_bytes(_rss_bytes()))
     except BaseException:
         bar.close()
         raise
