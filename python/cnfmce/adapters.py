@@ -45,12 +45,13 @@ counts such documents and computes its byte-aligned metrics on the token bytes i
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
 import threading
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 __all__ = [
     "Encoder", "CnfmceEncoder", "TiktokenEncoder", "HFEncoder", "SentencePieceEncoder",
@@ -344,12 +345,13 @@ def as_encoder(obj: Any, name: Optional[str] = None) -> Encoder:
     Accepts a :class:`cnfmce.Tokenizer`, a ``tiktoken.Encoding``, a ``tokenizers.Tokenizer`` (or an
     object with a ``backend_tokenizer``, as ``transformers`` fast tokenizers have), a
     ``sentencepiece.SentencePieceProcessor``, or a spec string / path for :func:`load_encoder`.
-    ``name`` overrides the label.
+    ``name`` overrides the label (an :class:`Encoder` passed in is copied, not renamed).
     """
     from .tokenizer import Tokenizer
 
     if isinstance(obj, Encoder):
-        if name:
+        if name and name != obj.name:
+            obj = copy.copy(obj)  # a relabelled view; the original keeps its name
             obj.name = name
         return obj
     if isinstance(obj, Tokenizer):

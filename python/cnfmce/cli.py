@@ -7,6 +7,7 @@
     cnfmce train -o TOKENIZER --vocab-size N --counts COUNTS INPUT...
     cnfmce encode -t TOKENIZER [INPUT...]     # one JSON list of ids per input document
     cnfmce demo                               # the main job on the small bundled corpus
+    cnfmce eval TOKENIZER... --corpus FILE... # metrics table (see cnfmce.evaluate)
     cnfmce --version
 """
 
@@ -192,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("-o", "--output", default=None, help="also save the trained tokenizer here")
     _add_common(d)
     d.set_defaults(func=_cmd_demo)
+
+    from .eval_cli import add_eval_parser
+    add_eval_parser(sub)
     return p
 
 

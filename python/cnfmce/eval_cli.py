@@ -36,7 +36,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-__all__ = ["add_eval_parser", "build_eval_parser", "main_eval", "run_eval", "markdown_table"]
+__all__ = ["add_eval_parser", "build_eval_parser", "main_eval", "run_eval", "markdown_table",
+           "read_corpus"]
 
 # (result key, column title, scale, decimals)
 COLUMNS: List[Tuple[str, str, float, int]] = [
@@ -147,7 +148,8 @@ def _iter_jsonl_lang(path: str) -> Iterator[Tuple[str, Optional[str]]]:
     from .corpus import open_binary
     from .errors import CorpusError
     with open_binary(path) as raw:
-        fh = io.BufferedReader(raw, 1 << 20) if not isinstance(raw, io.BufferedReader) else raw
+        fh = raw if isinstance(raw, io.BufferedReader) else \
+            io.BufferedReader(raw, 1 << 20)  # type: ignore[type-var]
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
