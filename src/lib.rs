@@ -3,10 +3,12 @@
 //! The core is plain Rust (one idea per module, named after the paper); this file holds only the
 //! module list and, behind the `python` feature, the PyO3 bindings.
 
+pub mod automaton;
 pub mod count;
 pub mod error;
 pub mod filter;
 pub mod mce;
+pub mod mem;
 pub mod probe;
 pub mod spill;
 pub mod tokenizer;

@@ -7,6 +7,7 @@
 //! long as the longest token; the choice at each position is one id. Memory: 5 bytes per input
 //! byte (unit flags and choices), linear in the input.
 
+use crate::automaton::NONE;
 use crate::units::unit_starts;
 use crate::vocab::Vocab;
 
@@ -126,7 +127,8 @@ impl Encoder {
         let partial_allowed = lambda.is_finite();
         let base_partial = 1.0 + lambda;
         // dist[n & mask] = D[n] = 0 (the ring starts zeroed).
-        let mut stepper = vocab.automaton().find_overlapping_stepper();
+        let ac = vocab.automaton();
+        let mut state = ac.root();
         // s1 < s2: the first two unit starts after i (n when there is none). With them,
         // u(i, j) == 1 iff j <= s1, and u(i, j) == 2 iff s1 < j <= s2.
         let mut s1 = n;
@@ -135,12 +137,14 @@ impl Encoder {
             // SAFETY (all get_unchecked below): i < n; j = i + len <= n because matches lie
             // inside the consumed text; starts has n + 1 entries; indices into dist are masked.
             let start_i = unsafe { *starts.get_unchecked(i) } != 0;
-            stepper.consume(unsafe { *text.get_unchecked(i) });
+            state = ac.next(state, unsafe { *text.get_unchecked(i) });
             let mut best = f64::INFINITY;
             let mut best_id = 0u32;
-            for m in stepper.matches() {
-                let j = i + (m.end() - m.start());
-                let c = m.value();
+            let mut p = ac.out(state);
+            while p != NONE {
+                let c = ac.pattern(p);
+                p = c.next;
+                let j = i + c.len as usize;
                 let base = if j <= s1 || (start_i && unsafe { *starts.get_unchecked(j) } != 0) {
                     1.0
                 } else if j <= s2 && partial_allowed {
@@ -174,11 +178,12 @@ impl Encoder {
         scratch.choice.clear();
         scratch.choice.resize(n, 0);
         let choice = &mut scratch.choice[..];
-        let mut stepper = self.vocab.automaton().find_overlapping_stepper();
+        let ac = self.vocab.automaton();
+        let mut state = ac.root();
         for i in (0..n).rev() {
-            stepper.consume(text[i]);
-            // The first match reported is the longest (see `mce_choices`); every byte matches.
-            choice[i] = stepper.matches().next().map_or(0, |m| m.value().id);
+            state = ac.next(state, text[i]);
+            // The first pattern is the longest; every byte is a token, so there is one.
+            choice[i] = ac.pattern(ac.out(state)).id;
         }
     }
 }

@@ -60,7 +60,10 @@ impl<K: SlotKey> ProbeTable<K> {
         while need * 4 > cap * 3 {
             cap *= 2;
         }
-        let old = std::mem::replace(&mut self.slots, vec![(K::empty(), 0); cap]);
+        let mut fresh = Vec::with_capacity(cap);
+        crate::mem::advise_huge(&fresh);
+        fresh.resize(cap, (K::empty(), 0));
+        let old = std::mem::replace(&mut self.slots, fresh);
         let mask = cap - 1;
         for (k, c) in old {
             if k.is_empty_key() {

@@ -1,26 +1,17 @@
 //! The vocabulary: ids and bytes both ways, and the automaton that finds every entry starting at
 //! each position of a text.
 //!
-//! The automaton is a daachorse double-array Aho-Corasick machine over the *reversed* tokens.
-//! Walking it over the reversed text, the matches reported after consuming byte `i` are exactly
-//! the tokens `x[i:j]` that start at `i`, so the suffix dynamic program of MCE needs one pass.
+//! The automaton (see `automaton.rs`) is a double-array Aho-Corasick machine over the *reversed*
+//! tokens. Walking it over the reversed text, the matches reported after consuming byte `i` are
+//! exactly the tokens `x[i:j]` that start at `i`, longest first, so the suffix dynamic program of
+//! MCE needs one pass.
 
-use daachorse::{DoubleArrayAhoCorasick, DoubleArrayAhoCorasickBuilder, MatchKind};
+use crate::automaton::Automaton;
 use hashbrown::HashTable;
 use rustc_hash::FxHasher;
 use std::hash::{Hash, Hasher};
 
-use rayon::slice::ParallelSliceMut;
-
 use crate::Error;
-
-/// What the automaton reports for a token: its id and ε(id) (SPEC section 2), kept together so
-/// that the encoder's inner loop reads both from the match itself.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct TokenValue {
-    pub eps: f64,
-    pub id: u32,
-}
 
 /// ε(t) of SPEC section 2 for token id `t`.
 #[inline]
@@ -40,7 +31,7 @@ pub struct Vocab {
     /// bytes -> id.
     index: HashTable<u32>,
     /// Reversed tokens, value = id and ε(id).
-    automaton: DoubleArrayAhoCorasick<TokenValue>,
+    automaton: Automaton,
     max_len: usize,
     len: usize,
 }
@@ -124,24 +115,24 @@ impl Vocab {
             )));
         }
         let n_entries = entries.len();
-        // Inserting the patterns in sorted order keeps the builder's trie walk on cache-hot
-        // states (consecutive patterns share prefixes): several times faster on large vocabularies.
-        let mut reversed: Vec<(Vec<u8>, TokenValue)> = entries
-            .iter()
-            .map(|(id, tok)| {
-                let mut r = tok.clone();
-                r.reverse();
-                (r, TokenValue { eps: token_preference(*id), id: *id })
-            })
-            .collect();
         drop(entries);
-        reversed.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        // The prefilter only speeds up skipping searches; the encoder steps byte by byte.
-        let automaton = DoubleArrayAhoCorasickBuilder::new()
-            .match_kind(MatchKind::Standard)
-            .use_prefilter(false)
-            .build_with_values(reversed)
-            .map_err(|e| Error::Value(format!("cannot build the vocabulary automaton: {e}")))?;
+        // Reversed tokens in one arena (the automaton reads the text right to left).
+        let mut rev = Vec::with_capacity(data.len());
+        let mut spans = Vec::with_capacity(n_entries);
+        let mut values = Vec::with_capacity(n_entries);
+        for id in 0..(offsets.len() - 1) as u32 {
+            let (a, b) = (offsets[id as usize], offsets[id as usize + 1]);
+            if a == b {
+                continue;
+            }
+            let start = rev.len();
+            rev.extend(data[a..b].iter().rev());
+            spans.push(start..rev.len());
+            values.push((id, token_preference(id)));
+        }
+        let keys: Vec<&[u8]> = spans.iter().map(|r| &rev[r.clone()]).collect();
+        let automaton = Automaton::build(&keys, &values);
+        drop(keys);
         Ok(Vocab { data, offsets, index, automaton, max_len, len: n_entries })
     }
 
@@ -201,10 +192,10 @@ impl Vocab {
     }
 
     /// The automaton over reversed tokens. After consuming byte `i` of the reversed text, its
-    /// overlapping matches are the tokens starting at `i`, longest first (the state's own
-    /// pattern, then the outputs along its failure chain); the encoder relies on that order.
+    /// matches are the tokens starting at `i`, longest first (the encoder relies on that order);
+    /// pattern values are token ids.
     #[inline]
-    pub fn automaton(&self) -> &DoubleArrayAhoCorasick<TokenValue> {
+    pub fn automaton(&self) -> &Automaton {
         &self.automaton
     }
 
@@ -263,11 +254,17 @@ mod tests {
     fn automaton_finds_tokens_starting_at_each_position() {
         let v = Vocab::new(bytes_vocab(&[b"ab", b"abc", b"bc"])).unwrap();
         let text = b"abc";
-        let mut st = v.automaton().find_overlapping_stepper();
+        let a = v.automaton();
+        let mut st = a.root();
         let mut found = Vec::new();
         for i in (0..text.len()).rev() {
-            st.consume(text[i]);
-            let here: Vec<usize> = st.matches().map(|m| m.end() - m.start()).collect();
+            st = a.next(st, text[i]);
+            let mut here = Vec::new();
+            let mut p = a.out(st);
+            while p != crate::automaton::NONE {
+                here.push(a.pattern(p).len as usize);
+                p = a.pattern(p).next;
+            }
             found.push((i, here));
         }
         // longest first: the encoder relies on this order
