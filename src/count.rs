@@ -277,6 +277,12 @@ impl<K: CountKey> Table<K> {
         cap * std::mem::size_of::<(K, u64)>() + self.key_heap.load(Ordering::Relaxed)
     }
 
+    /// The bytes the table would hold if every shard doubled now: slots grow at 3/4 load to
+    /// twice their size, so entries may need up to 8/3 of their size in slots.
+    fn bytes_after_growth(&self) -> usize {
+        self.len() * std::mem::size_of::<(K, u64)>() * 8 / 3 + self.key_heap.load(Ordering::Relaxed)
+    }
+
     fn len(&self) -> usize {
         self.entries.load(Ordering::Relaxed)
     }
@@ -377,6 +383,9 @@ macro_rules! with_table {
         }
     };
 }
+
+/// Text counted between two checks of the memory budget.
+pub const CHECK_BYTES: usize = 512 * 1024;
 
 /// Documents longer than this are split into position ranges counted in parallel.
 const SPLIT: usize = 1 << 16;
@@ -627,15 +636,34 @@ impl Counter {
     }
 
     /// Counts a batch of documents (parallel on the current rayon pool).
+    ///
+    /// The budget is checked every [`CHECK_BYTES`] of text: the table spills as soon as the
+    /// next growth of its shards could take it past the budget, so it never holds more than the
+    /// budget plus what one such slice adds.
     pub fn add(&mut self, docs: &[&[u8]]) -> Result<(), Error> {
         let r = self.rounds[self.round];
-        let trie = self.trie.as_ref();
-        let table = self.table.as_ref().ok_or_else(|| Error::Value("no round in progress".into()))?;
-        with_table!(table, t => count_batch(t, docs, &r, trie));
-        let bytes = self.table_bytes();
-        self.stats.peak_table_bytes = self.stats.peak_table_bytes.max(bytes);
-        if bytes > self.budget {
-            self.spill()?;
+        if self.table.is_none() {
+            return Err(Error::Value("no round in progress".into()));
+        }
+        let mut start = 0usize;
+        while start < docs.len() {
+            let mut end = start;
+            let mut size = 0usize;
+            while end < docs.len() && (end == start || size < CHECK_BYTES) {
+                size += docs[end].len();
+                end += 1;
+            }
+            let trie = self.trie.as_ref();
+            if let Some(table) = self.table.as_ref() {
+                with_table!(table, t => count_batch(t, &docs[start..end], &r, trie));
+            }
+            let bytes = self.table_bytes();
+            self.stats.peak_table_bytes = self.stats.peak_table_bytes.max(bytes);
+            let projected = self.table.as_ref().map_or(0, |t| with_table!(t, t => t.bytes_after_growth()));
+            if projected > self.budget {
+                self.spill()?;
+            }
+            start = end;
         }
         Ok(())
     }
