@@ -320,6 +320,34 @@ mod tests {
     }
 
     #[test]
+    fn long_texts_match_reference() {
+        let mut rng = Rng(0xD1B54A32D192ED03);
+        for round in 0..12 {
+            let mut toks: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+            let mut seen: std::collections::HashSet<Vec<u8>> = toks.iter().map(|t| t.1.clone()).collect();
+            for _ in 0..40 {
+                let mut t = Vec::new();
+                for _ in 0..1 + rng.below(3) {
+                    t.extend_from_slice(PIECES[rng.below(PIECES.len())].as_bytes());
+                }
+                if seen.insert(t.clone()) {
+                    let id = toks.len() as u32;
+                    toks.push((id, t));
+                }
+            }
+            let mut text = Vec::new();
+            while text.len() < 1500 + rng.below(3000) {
+                text.extend_from_slice(PIECES[rng.below(PIECES.len())].as_bytes());
+            }
+            for alg in [Algorithm::Mce, Algorithm::Fmm] {
+                let opt = Options { algorithm: alg, ..Options::default() };
+                let enc = Encoder::new(Vocab::new(toks.clone()).unwrap(), opt);
+                assert_eq!(enc.encode(&text), reference(&toks, &text, opt), "round {round} {alg:?}");
+            }
+        }
+    }
+
+    #[test]
     fn paper_example_co_advisor() {
         // With "co-advisor" absent but "o-" and "o-ad" present, MCE may use "o-" (λ) but never
         // "o-ad" (three units, partial).
