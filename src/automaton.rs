@@ -8,10 +8,11 @@
 //! the state's failure chain (itself included): matches are read by following `next` links in the
 //! pattern table, longest first.
 //!
-//! The build walks the sorted patterns breadth first, as ranges of keys sharing a prefix, so no
-//! intermediate trie is stored. Failure links are computed in the same pass: a node's failure
-//! state is shallower, and its children were placed when it was visited. Peak memory is the final
-//! arrays plus the sorted keys and the breadth-first frontier.
+//! The build walks the sorted patterns as ranges of keys sharing a prefix, so no intermediate
+//! trie is stored: depth first to place the states (a path from the root lands in nearby memory,
+//! which the scan rewards), then breadth first for the failure links (a node's failure state is
+//! shallower, so it is complete when needed). Peak memory is the final arrays plus the sorted
+//! keys and the traversal frontier.
 
 use std::collections::VecDeque;
 
@@ -155,34 +156,37 @@ impl Automaton {
         let mut patterns: Vec<Pattern> = vec![Pattern { eps: 0.0, id: 0, len: 0, next: NONE }; keys.len()];
         states[0] = State { base: 0, fail: ROOT, out: NONE, check: EMPTY };
         let mut root_next = Box::new([ROOT; 256]);
-        // Frontier: (state, depth, lo, hi) over the sorted keys.
-        let mut queue: VecDeque<(u32, u32, u32, u32)> = VecDeque::new();
-        queue.push_back((ROOT, 0, 0, keys.len() as u32));
-        let mut labels: Vec<u8> = Vec::with_capacity(256);
-        let mut ranges: Vec<(u32, u32)> = Vec::with_capacity(256);
-        while let Some((s, depth, lo, hi)) = queue.pop_front() {
-            let d = depth as usize;
-            let mut k = lo as usize;
-            if k < hi as usize && key(k).len() == d {
-                k += 1; // the pattern ending here was recorded when this state was placed
-            }
+        // The children of the node whose keys are `lo..hi` at `depth`: labels and key ranges.
+        let children = |depth: usize, lo: usize, hi: usize, labels: &mut Vec<u8>, ranges: &mut Vec<(u32, u32)>| {
             labels.clear();
             ranges.clear();
-            while k < hi as usize {
-                let c = key(k)[d];
+            let mut k = lo;
+            if k < hi && key(k).len() == depth {
+                k += 1; // the pattern ending at this node itself
+            }
+            while k < hi {
+                let c = key(k)[depth];
                 let mut e = k + 1;
-                while e < hi as usize && key(e)[d] == c {
+                while e < hi && key(e)[depth] == c {
                     e += 1;
                 }
                 labels.push(c);
                 ranges.push((k as u32, e as u32));
                 k = e;
             }
+        };
+        let mut labels: Vec<u8> = Vec::with_capacity(256);
+        let mut ranges: Vec<(u32, u32)> = Vec::with_capacity(256);
+        // Phase 1: place the states depth first, so that a path from the root lies in nearby
+        // memory (the scan follows such paths).
+        let mut stack: Vec<(u32, u32, u32, u32)> = vec![(ROOT, 0, 0, keys.len() as u32)];
+        while let Some((s, depth, lo, hi)) = stack.pop() {
+            children(depth as usize, lo as usize, hi as usize, &mut labels, &mut ranges);
             if labels.is_empty() {
                 states[s as usize].base = NONE; // fixed to the guard block at the end
                 continue;
             }
-            // Place the children: first fit among the open blocks, else a new block.
+            // First fit among the open blocks, else a new block.
             let mut placed = None;
             for (qi, &bi) in open.iter().enumerate() {
                 if let Some(o) = blocks[bi].fit(&labels) {
@@ -209,17 +213,40 @@ impl Automaton {
             let full = block.nfree < 8;
             let base = (bi * 256 + o) as u32;
             states[s as usize].base = base;
+            for (&c, &(clo, chi)) in labels.iter().zip(ranges.iter()).rev() {
+                let t = base ^ c as u32;
+                states[t as usize] = State { base: 0, fail: ROOT, out: NONE, check: c as u16 };
+                if s == ROOT {
+                    root_next[c as usize] = t;
+                }
+                stack.push((t, depth + 1, clo, chi));
+            }
+            if full {
+                open.remove(qi);
+            } else if open.len() > OPEN_BLOCKS {
+                open.pop_front();
+            }
+        }
+        // Phase 2: failure links and outputs breadth first (a failure state is shallower, so
+        // it is complete when its dependents are reached).
+        let mut queue: VecDeque<(u32, u32, u32, u32)> = VecDeque::new();
+        queue.push_back((ROOT, 0, 0, keys.len() as u32));
+        while let Some((s, depth, lo, hi)) = queue.pop_front() {
+            let d = depth as usize;
+            children(d, lo as usize, hi as usize, &mut labels, &mut ranges);
+            if labels.is_empty() {
+                continue;
+            }
+            let base = states[s as usize].base;
             let s_fail = states[s as usize].fail;
             for (&c, &(clo, chi)) in labels.iter().zip(ranges.iter()) {
                 let t = base ^ c as u32;
-                // The failure state of the child: follow the parent's failure chain.
                 let fail = if s == ROOT {
                     ROOT
                 } else {
                     let mut f = s_fail;
                     loop {
-                        let g = Self::child_of(&states, &root_next, f, c);
-                        if let Some(g) = g {
+                        if let Some(g) = Self::child_of(&states, &root_next, f, c) {
                             break g;
                         }
                         if f == ROOT {
@@ -228,7 +255,6 @@ impl Automaton {
                         f = states[f as usize].fail;
                     }
                 };
-                // The failure state is shallower, so its `out` is final.
                 let mut out = states[fail as usize].out;
                 if key(clo as usize).len() == d + 1 {
                     // A pattern ends at the child (the first key of its range; at most one).
@@ -237,16 +263,10 @@ impl Automaton {
                     patterns[pi as usize] = Pattern { eps, id, len: depth + 1, next: out };
                     out = pi;
                 }
-                states[t as usize] = State { base: 0, fail, out, check: c as u16 };
-                if s == ROOT {
-                    root_next[c as usize] = t;
-                }
+                let st = &mut states[t as usize];
+                st.fail = fail;
+                st.out = out;
                 queue.push_back((t, depth + 1, clo, chi));
-            }
-            if full {
-                open.remove(qi);
-            } else if open.len() > OPEN_BLOCKS {
-                open.pop_front();
             }
         }
         // The guard block: checks that match no byte, for states without children.
@@ -261,8 +281,7 @@ impl Automaton {
         Automaton { states, patterns, root_next }
     }
 
-    /// The child of `s` by `c` during the build (root children come from the root table; states
-    /// whose base is not yet set have none).
+    /// The child of `s` by `c` during the build (root children come from the root table).
     #[inline]
     fn child_of(states: &[State], root_next: &[u32; 256], s: u32, c: u8) -> Option<u32> {
         if s == ROOT {
@@ -270,7 +289,7 @@ impl Automaton {
             return (t != ROOT).then_some(t);
         }
         let b = states[s as usize].base;
-        if b == NONE || b == 0 {
+        if b == NONE {
             return None;
         }
         let t = (b ^ c as u32) as usize;
