@@ -114,6 +114,91 @@ mod bindings {
         Ok(out)
     }
 
+    /// The characters of a Python `str` as stored by CPython, read without asking Python for its
+    /// UTF-8 copy: that copy is made under the GIL (serially) and kept alive with the string,
+    /// while the conversion below runs in the worker threads.
+    enum StrData<'a> {
+        Utf8(&'a [u8]),
+        Ucs1(&'a [u8]),
+        Ucs2(&'a [u16]),
+        Ucs4(&'a [u32]),
+    }
+
+    impl StrData<'_> {
+        /// The UTF-8 bytes (borrowed for ASCII, else written to `buf`); `Err` on a lone
+        /// surrogate, which UTF-8 cannot hold.
+        fn utf8<'b>(&'b self, buf: &'b mut Vec<u8>) -> Result<&'b [u8], ()> {
+            #[inline]
+            fn push(buf: &mut Vec<u8>, c: u32) -> Result<(), ()> {
+                let ch = char::from_u32(c).ok_or(())?;
+                let mut tmp = [0u8; 4];
+                buf.extend_from_slice(ch.encode_utf8(&mut tmp).as_bytes());
+                Ok(())
+            }
+            match self {
+                StrData::Utf8(b) => Ok(b),
+                StrData::Ucs1(b) => {
+                    buf.clear();
+                    buf.reserve(b.len() * 2);
+                    for &c in b.iter() {
+                        if c < 0x80 {
+                            buf.push(c);
+                        } else {
+                            buf.push(0xC0 | (c >> 6));
+                            buf.push(0x80 | (c & 0x3F));
+                        }
+                    }
+                    Ok(buf)
+                }
+                StrData::Ucs2(w) => {
+                    buf.clear();
+                    buf.reserve(w.len() * 3);
+                    for &c in w.iter() {
+                        if c < 0x80 {
+                            buf.push(c as u8);
+                        } else {
+                            push(buf, c as u32)?;
+                        }
+                    }
+                    Ok(buf)
+                }
+                StrData::Ucs4(w) => {
+                    buf.clear();
+                    buf.reserve(w.len() * 4);
+                    for &c in w.iter() {
+                        if c < 0x80 {
+                            buf.push(c as u8);
+                        } else {
+                            push(buf, c)?;
+                        }
+                    }
+                    Ok(buf)
+                }
+            }
+        }
+    }
+
+    fn str_data<'a>(s: &'a Bound<'_, PyString>) -> PyResult<StrData<'a>> {
+        use pyo3::types::string::PyStringData;
+        // SAFETY: CPython's compact string representation; the data lives as long as `s`.
+        match unsafe { s.data() } {
+            Ok(PyStringData::Ucs1(b)) if b.is_ascii() => Ok(StrData::Utf8(b)),
+            Ok(PyStringData::Ucs1(b)) => Ok(StrData::Ucs1(b)),
+            Ok(PyStringData::Ucs2(w)) => Ok(StrData::Ucs2(w)),
+            Ok(PyStringData::Ucs4(w)) => Ok(StrData::Ucs4(w)),
+            // Any other representation: Python's own UTF-8 view.
+            Err(_) => s.to_str().map(|t| StrData::Utf8(t.as_bytes())).map_err(|_| surrogate_error(None)),
+        }
+    }
+
+    fn surrogate_error(k: Option<usize>) -> PyErr {
+        let which = k.map_or("text".to_string(), |k| format!("text {k}"));
+        PyValueError::new_err(format!(
+            "{which} is not valid Unicode (it holds lone surrogates); encode it with \
+             encode_bytes(text.encode('utf-8', 'surrogatepass')) if that is intended"
+        ))
+    }
+
     /// Ids below this get cached Python int objects (see `IdInts`).
     const INT_CACHE_MAX: usize = 1 << 20;
 
@@ -293,13 +378,10 @@ mod bindings {
             text: &Bound<'_, PyString>,
             allowed: Option<&Bound<'_, PySpecialMatcher>>,
         ) -> PyResult<Bound<'py, PyList>> {
-            let s = text.to_str().map_err(|_| {
-                PyValueError::new_err(
-                    "text is not valid Unicode (it holds lone surrogates); encode it with \
-                     encode_bytes(text.encode('utf-8', 'surrogatepass')) if that is intended",
-                )
-            })?;
-            self.encode_detached(py, s.as_bytes(), allowed)
+            let data = str_data(text)?;
+            let mut buf = Vec::new();
+            let bytes = data.utf8(&mut buf).map_err(|_| surrogate_error(None))?;
+            self.encode_detached(py, bytes, allowed)
         }
 
         #[pyo3(signature = (data, allowed=None))]
@@ -320,19 +402,38 @@ mod bindings {
             allowed: Option<&Bound<'_, PySpecialMatcher>>,
             num_threads: Option<usize>,
         ) -> PyResult<Bound<'py, PyList>> {
-            let mut strs: Vec<&[u8]> = Vec::with_capacity(texts.len());
-            for (k, t) in texts.iter().enumerate() {
-                strs.push(
-                    t.to_str()
-                        .map_err(|_| {
-                            PyValueError::new_err(format!(
-                                "text {k} is not valid Unicode (it holds lone surrogates)"
-                            ))
-                        })?
-                        .as_bytes(),
-                );
-            }
-            self.batch(py, &strs, allowed, num_threads)
+            let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
+            let m = allowed.map(|a| &a.get().inner);
+            let tok = &self.inner;
+            let run = || -> Result<Vec<Vec<u32>>, usize> {
+                use rayon::prelude::*;
+                datas
+                    .par_iter()
+                    .enumerate()
+                    .with_min_len(1)
+                    .map_init(
+                        || (crate::mce::Scratch::default(), Vec::new()),
+                        |(scratch, buf), (k, d)| {
+                            let bytes = d.utf8(buf).map_err(|_| k)?;
+                            let mut out = Vec::with_capacity(bytes.len() / 4 + 1);
+                            tok.encode_into(bytes, m, scratch, &mut out);
+                            Ok(out)
+                        },
+                    )
+                    .collect()
+            };
+            let all = py.detach(|| {
+                guarded(|| match num_threads {
+                    None | Some(0) => Ok(run()),
+                    Some(n) => rayon::ThreadPoolBuilder::new()
+                        .num_threads(n)
+                        .build()
+                        .map(|pool| pool.install(run))
+                        .map_err(|e| PyRuntimeError::new_err(format!("cannot start threads: {e}"))),
+                })
+            })??
+            .map_err(|k| surrogate_error(Some(k)))?;
+            self.ints.lists(py, &all)
         }
 
         #[pyo3(signature = (items, allowed=None, num_threads=None))]
