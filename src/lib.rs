@@ -662,6 +662,35 @@ mod bindings {
         pool: rayon::ThreadPool,
     }
 
+    impl PyFilter {
+        /// Ranks the counts into the raw vocabulary and builds its encoder (GIL released).
+        fn build(
+            py: Python<'_>,
+            pairs: Vec<(Vec<u8>, u64)>,
+            raw_vocab_size: Option<usize>,
+            boundary_penalty: f64,
+            token_preference: bool,
+            num_threads: Option<usize>,
+        ) -> PyResult<Self> {
+            if boundary_penalty.is_nan() || boundary_penalty < 0.0 {
+                return Err(PyValueError::new_err("boundary_penalty must be >= 0"));
+            }
+            let options = Options { algorithm: Algorithm::Mce, boundary_penalty, token_preference };
+            let pool = make_pool(num_threads)?;
+            let f = py
+                .detach(|| {
+                    guarded(|| {
+                        pool.install(|| {
+                            let raw = crate::filter::Filter::rank(pairs, raw_vocab_size)?;
+                            crate::filter::Filter::new(raw, options)
+                        })
+                    })
+                })?
+                .map_err(|e| to_py(py, e))?;
+            Ok(PyFilter { inner: std::sync::Mutex::new(f), pool })
+        }
+    }
+
     #[pymethods]
     impl PyFilter {
         /// The raw vocabulary from counts (tokens[i] has counts[i]): ranked by count, ties by
@@ -677,28 +706,13 @@ mod bindings {
             token_preference: bool,
             num_threads: Option<usize>,
         ) -> PyResult<Self> {
-            if boundary_penalty.is_nan() || boundary_penalty < 0.0 {
-                return Err(PyValueError::new_err("boundary_penalty must be >= 0"));
-            }
             if tokens.len() != counts.len() {
                 return Err(PyValueError::new_err("tokens and counts differ in length"));
             }
             let pairs: Vec<(Vec<u8>, u64)> =
                 tokens.iter().zip(counts).map(|(b, c)| (b.as_bytes().to_vec(), c)).collect();
             drop(tokens);
-            let options = Options { algorithm: Algorithm::Mce, boundary_penalty, token_preference };
-            let pool = make_pool(num_threads)?;
-            let f = py
-                .detach(|| {
-                    guarded(|| {
-                        pool.install(|| {
-                            let raw = crate::filter::Filter::rank(pairs, raw_vocab_size)?;
-                            crate::filter::Filter::new(raw, options)
-                        })
-                    })
-                })?
-                .map_err(|e| to_py(py, e))?;
-            Ok(PyFilter { inner: std::sync::Mutex::new(f), pool })
+            Self::build(py, pairs, raw_vocab_size, boundary_penalty, token_preference, num_threads)
         }
 
         /// The filter over the raw vocabulary of a finished counter (no copy through Python).
@@ -711,25 +725,10 @@ mod bindings {
             token_preference: bool,
             num_threads: Option<usize>,
         ) -> PyResult<Self> {
-            if boundary_penalty.is_nan() || boundary_penalty < 0.0 {
-                return Err(PyValueError::new_err("boundary_penalty must be >= 0"));
-            }
             let c = counter.get();
             let pairs: Vec<(Vec<u8>, u64)> =
                 c.lock().result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
-            let options = Options { algorithm: Algorithm::Mce, boundary_penalty, token_preference };
-            let pool = make_pool(num_threads)?;
-            let f = py
-                .detach(|| {
-                    guarded(|| {
-                        pool.install(|| {
-                            let raw = crate::filter::Filter::rank(pairs, None)?;
-                            crate::filter::Filter::new(raw, options)
-                        })
-                    })
-                })?
-                .map_err(|e| to_py(py, e))?;
-            Ok(PyFilter { inner: std::sync::Mutex::new(f), pool })
+            Self::build(py, pairs, None, boundary_penalty, token_preference, num_threads)
         }
 
         /// Size of the raw vocabulary (missing single bytes included).
