@@ -351,6 +351,72 @@ mod bindings {
             Ok(PyCoreTokenizer::wrap(inner))
         }
 
+        /// A tokenizer from packed tokens: `data` is all token bytes concatenated, `lengths` one
+        /// little-endian u32 per token, `ids` (optional) one little-endian u32 per token.
+        #[staticmethod]
+        #[pyo3(signature = (data, lengths, ids=None, specials=Vec::new(), algorithm="mce", boundary_penalty=0.05, token_preference=true))]
+        fn from_packed(
+            py: Python<'_>,
+            data: &[u8],
+            lengths: &[u8],
+            ids: Option<&[u8]>,
+            specials: Vec<(Vec<u8>, u32)>,
+            algorithm: &str,
+            boundary_penalty: f64,
+            token_preference: bool,
+        ) -> PyResult<Self> {
+            let algorithm = parse_algorithm(algorithm)?;
+            let u32s = |b: &[u8], what: &str| -> PyResult<Vec<u32>> {
+                if b.len() % 4 != 0 {
+                    return Err(PyValueError::new_err(format!("packed {what} is not a whole number of u32")));
+                }
+                Ok(b.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+            };
+            let lens = u32s(lengths, "lengths")?;
+            let ids = match ids {
+                Some(b) => Some(u32s(b, "ids")?),
+                None => None,
+            };
+            if let Some(ids) = &ids {
+                if ids.len() != lens.len() {
+                    return Err(PyValueError::new_err("packed ids and lengths differ in count"));
+                }
+            }
+            let total: u64 = lens.iter().map(|&l| l as u64).sum();
+            if total != data.len() as u64 {
+                return Err(PyValueError::new_err(format!(
+                    "packed lengths add up to {total} bytes but the data has {}",
+                    data.len()
+                )));
+            }
+            let mut entries = Vec::with_capacity(lens.len());
+            let mut at = 0usize;
+            for (k, &l) in lens.iter().enumerate() {
+                let id = ids.as_ref().map_or(k as u32, |v| v[k]);
+                entries.push((id, data[at..at + l as usize].to_vec()));
+                at += l as usize;
+            }
+            let options = Options { algorithm, boundary_penalty, token_preference };
+            let inner = py
+                .detach(|| guarded(|| Tokenizer::new(entries, specials, options)))?
+                .map_err(|e| to_py(py, e))?;
+            Ok(PyCoreTokenizer::wrap(inner))
+        }
+
+        /// The regular tokens packed: (concatenated bytes, u32 LE lengths, u32 LE ids), id order.
+        fn packed<'py>(&self, py: Python<'py>) -> (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>) {
+            let v = self.inner.vocab();
+            let mut data = Vec::new();
+            let mut lens = Vec::with_capacity(v.len() * 4);
+            let mut ids = Vec::with_capacity(v.len() * 4);
+            for (id, t) in v.iter() {
+                data.extend_from_slice(t);
+                lens.extend_from_slice(&(t.len() as u32).to_le_bytes());
+                ids.extend_from_slice(&id.to_le_bytes());
+            }
+            (PyBytes::new(py, &data), PyBytes::new(py, &lens), PyBytes::new(py, &ids))
+        }
+
         /// A new tokenizer over the same vocabulary with other options.
         #[pyo3(signature = (algorithm, boundary_penalty, token_preference))]
         fn with_options(

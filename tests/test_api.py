@@ -469,3 +469,26 @@ def test_from_hf_special_token_listed_raw_in_vocab(tmp_path):
     tok = cnfmce.Tokenizer.from_hf(p)
     assert tok.special_tokens == {"<｜end▁of▁sentence｜>": 300}
     assert tok.vocab_size == 260
+
+
+def test_packed_file_round_trip(tmp_path, monkeypatch):
+    """Large vocabularies are saved packed (one base64 blob); loading gives the same tokenizer."""
+    import cnfmce.formats as formats
+    toks = [bytes([b]) for b in range(256)] + [b"hello", b" world", "中文".encode(), b"\xe4\xb8"]
+    tok = cnfmce.Tokenizer.from_tokens(toks, special_tokens={"<|s|>": 900}, boundary_penalty=0.2)
+    monkeypatch.setattr(formats, "PACK_ABOVE", 10)
+    p = tmp_path / "packed.json.gz"
+    tok.save(p)
+    doc = json.loads(gzip.decompress(p.read_bytes()))
+    assert isinstance(doc["tokens"], dict) and doc["version"] == 2
+    back = cnfmce.Tokenizer.load(p)
+    assert back.token_bytes() == tok.token_bytes()
+    assert back.special_tokens == {"<|s|>": 900} and back.boundary_penalty == 0.2
+    text = "hello world 中文<|s|>"
+    assert back.encode(text, allowed_special="all") == tok.encode(text, allowed_special="all")
+    # corrupt packed data: lengths that do not add up
+    doc["tokens"]["lengths"] = doc["tokens"]["lengths"][:-8]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(cnfmce.TokenizerFileError):
+        cnfmce.Tokenizer.load(bad)

@@ -15,7 +15,16 @@ in ``.gz``::
     }
 
 ``boundary_penalty`` is a number, or the string ``"inf"`` when partial crossings are forbidden.
-Reading never executes anything from the file.
+
+Vocabularies of more than ``PACK_ABOVE`` tokens are written packed, so that loading them creates
+no Python object per token::
+
+      "tokens": {"packed": "<base64 of all token bytes, concatenated in order>",
+                 "lengths": "<base64 of one little-endian uint32 length per token>",
+                 "ids": "<base64 of one little-endian uint32 id per token>"}   # ids optional
+
+Version 2 files may use either form; version 1 files use the list. Reading never executes
+anything from the file.
 """
 
 from __future__ import annotations
@@ -27,17 +36,18 @@ import json
 import math
 import os
 import zlib
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
 from .errors import TokenizerFileError
 
 __all__ = [
-    "FORMAT_NAME", "FORMAT_VERSION", "read_bytes", "write_bytes_atomic", "parse_tiktoken",
+    "FORMAT_NAME", "FORMAT_VERSION", "PACK_ABOVE", "PackedTokens", "read_bytes", "write_bytes_atomic", "parse_tiktoken",
     "parse_hf", "parse_native", "parse_native_bytes", "dump_native", "bytes_to_unicode",
 ]
 
 FORMAT_NAME = "cnfmce"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+PACK_ABOVE = 300_000
 MAX_ID = 2**32 - 1  # ids are u32 in the core; 2**32 - 1 is reserved
 
 
@@ -199,35 +209,52 @@ def parse_hf(path: "os.PathLike[str] | str") -> Tuple[List[int], List[bytes], Di
 
 # --- the project's own format -------------------------------------------------------------------
 
-def dump_native(ids: List[int], tokens: List[bytes], specials: Dict[str, int],
-                options: Dict[str, Any], metadata: Optional[Dict[str, Any]] = None) -> bytes:
-    """Serializes a tokenizer to the JSON format described in this module's docstring."""
+class PackedTokens(NamedTuple):
+    """Tokens as one blob: ``data`` concatenated bytes, ``lengths`` and ``ids`` little-endian
+    uint32 arrays (``ids`` None: ids are 0..n-1)."""
+    data: bytes
+    lengths: bytes
+    ids: Optional[bytes]
+
+
+TokenTable = Union[Tuple[List[int], List[bytes]], PackedTokens]
+
+
+def dump_native(tokens: TokenTable, specials: Dict[str, int], options: Dict[str, Any],
+                metadata: Optional[Dict[str, Any]] = None) -> bytes:
+    """Serializes a tokenizer to the JSON format described in this module's docstring.
+
+    ``tokens``: ``(ids, list of bytes)``, or :class:`PackedTokens` (written packed)."""
     opts = dict(options)
     if math.isinf(opts.get("boundary_penalty", 0.0)):
         opts["boundary_penalty"] = "inf"
-    doc: Dict[str, Any] = {
-        "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
-        "options": opts,
-        "tokens": [base64.b64encode(t).decode("ascii") for t in tokens],
-    }
-    if ids != list(range(len(ids))):
-        doc["ids"] = list(ids)
+    doc: Dict[str, Any] = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "options": opts}
+    if isinstance(tokens, PackedTokens):
+        packed = {"packed": base64.b64encode(tokens.data).decode("ascii"),
+                  "lengths": base64.b64encode(tokens.lengths).decode("ascii")}
+        if tokens.ids is not None:
+            packed["ids"] = base64.b64encode(tokens.ids).decode("ascii")
+        doc["tokens"] = packed
+    else:
+        ids, toks = tokens
+        doc["tokens"] = [base64.b64encode(t).decode("ascii") for t in toks]
+        if list(ids) != list(range(len(ids))):
+            doc["ids"] = list(ids)
     doc["special_tokens"] = dict(specials)
     doc["metadata"] = metadata or {}
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def parse_native(path: "os.PathLike[str] | str"
-                 ) -> Tuple[List[int], List[bytes], Dict[str, int], Dict[str, Any], Dict[str, Any]]:
+                 ) -> Tuple[Optional[List[int]], Any, Dict[str, int], Dict[str, Any], Dict[str, Any]]:
     """Reads a file written by ``Tokenizer.save``; returns (ids, tokens, specials, options,
-    metadata)."""
+    metadata); packed files give ``ids`` None and ``tokens`` a :class:`PackedTokens`."""
     p = os.fspath(path)
     return parse_native_bytes(read_bytes(p), p)
 
 
 def parse_native_bytes(data: bytes, p: str = "<bytes>"
-                       ) -> Tuple[List[int], List[bytes], Dict[str, int], Dict[str, Any], Dict[str, Any]]:
+                       ) -> Tuple[Optional[List[int]], Any, Dict[str, int], Dict[str, Any], Dict[str, Any]]:
     """``parse_native`` on the file's (uncompressed) contents; ``p`` names it in errors."""
     doc = _load_json(data, p)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
@@ -238,21 +265,33 @@ def parse_native_bytes(data: bytes, p: str = "<bytes>"
         raise TokenizerFileError(f"{p}: unsupported format version {version!r} "
                                  f"(this cnfmce reads version {FORMAT_VERSION})")
     toks = doc.get("tokens")
-    if not isinstance(toks, list):
-        raise TokenizerFileError(f"{p}: \"tokens\" missing or not a list")
-    try:
-        tokens = [base64.b64decode(t, validate=True) for t in toks]
-    except (binascii.Error, TypeError, ValueError):
-        raise TokenizerFileError(f"{p}: a token is not valid base64") from None
-    ids = doc.get("ids", None)
-    if ids is None:
-        ids = list(range(len(tokens)))
-    elif not isinstance(ids, list) or len(ids) != len(tokens) or not all(
-            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 2**32 - 1 for i in ids):
-        raise TokenizerFileError(f"{p}: \"ids\" must be a list of non-negative ints, one per token")
+    tokens: Any
+    if isinstance(toks, dict) and version >= 2:
+        try:
+            tokens = PackedTokens(
+                base64.b64decode(toks["packed"], validate=True),
+                base64.b64decode(toks["lengths"], validate=True),
+                base64.b64decode(toks["ids"], validate=True) if "ids" in toks else None)
+        except (KeyError, binascii.Error, TypeError, ValueError):
+            raise TokenizerFileError(f"{p}: packed \"tokens\" need base64 \"packed\" and "
+                                     "\"lengths\" (and optionally \"ids\")") from None
+        ids = None
+    elif isinstance(toks, list):
+        try:
+            tokens = [base64.b64decode(t, validate=True) for t in toks]
+        except (binascii.Error, TypeError, ValueError):
+            raise TokenizerFileError(f"{p}: a token is not valid base64") from None
+        ids = doc.get("ids", None)
+        if ids is None:
+            ids = list(range(len(tokens)))
+        elif not isinstance(ids, list) or len(ids) != len(tokens) or not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < MAX_ID for i in ids):
+            raise TokenizerFileError(f"{p}: \"ids\" must be a list of non-negative ints, one per token")
+    else:
+        raise TokenizerFileError(f"{p}: \"tokens\" missing or malformed")
     specials = doc.get("special_tokens", {})
     if not isinstance(specials, dict) or not all(
-            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**32 - 1
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and 0 <= v < MAX_ID
             for k, v in specials.items()):
         raise TokenizerFileError(f"{p}: \"special_tokens\" must map strings to ids")
     options = doc.get("options", {})

@@ -83,10 +83,15 @@ class Tokenizer:
     # --- constructors -------------------------------------------------------------------------
 
     @classmethod
-    def _build(cls, tokens: List[bytes], ids: Optional[List[int]], specials: List[Tuple[bytes, int]],
+    def _build(cls, tokens: Any, ids: Optional[List[int]], specials: List[Tuple[bytes, int]],
                options: Dict[str, Any], metadata: Optional[Dict[str, Any]] = None) -> "Tokenizer":
-        core = _core.CoreTokenizer(tokens, ids, specials, options["algorithm"],
-                                   options["boundary_penalty"], options["token_preference"])
+        if isinstance(tokens, formats.PackedTokens):
+            core = _core.CoreTokenizer.from_packed(tokens.data, tokens.lengths, tokens.ids, specials,
+                                                   options["algorithm"], options["boundary_penalty"],
+                                                   options["token_preference"])
+        else:
+            core = _core.CoreTokenizer(tokens, ids, specials, options["algorithm"],
+                                       options["boundary_penalty"], options["token_preference"])
         return cls(core, metadata)
 
     @classmethod
@@ -181,8 +186,12 @@ class Tokenizer:
 
     def to_bytes(self) -> bytes:
         """The tokenizer in the JSON file format of :mod:`cnfmce.formats` (uncompressed)."""
-        ids, toks = self._core.tokens()
-        return formats.dump_native(ids, toks, self._specials, self.options, self.metadata)
+        table: formats.TokenTable
+        if self._core.num_regular > formats.PACK_ABOVE:
+            table = formats.PackedTokens(*self._core.packed())
+        else:
+            table = self._core.tokens()
+        return formats.dump_native(table, self._specials, self.options, self.metadata)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Tokenizer":
