@@ -292,22 +292,10 @@ def wait_quiet(what: str, threshold: float = 0.3) -> None:
 # --- trainers (run inside the child) -------------------------------------------------------------------
 
 def hf_bpe_tokenizer(vocab_size: int) -> Tuple[Any, Any]:
-    """The same-data byte-level BPE of ``cnfmce demo``: GPT-4 split regex, then byte-level."""
-    from tokenizers import Regex, Tokenizer as HFTokenizer, decoders, models, pre_tokenizers, trainers
-    try:
-        from cnfmce.demo import GPT4_SPLIT
-    except ImportError:  # pragma: no cover - older package
-        GPT4_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-                      r"|\s*[\r\n]+|\s+(?!\S)|\s+")
-    tok = HFTokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(GPT4_SPLIT), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    return tok, trainer
+    """The same-data byte-level BPE of ``cnfmce demo`` (``cnfmce.baselines``): untrained
+    tokenizer and trainer, so that only ``train_from_iterator`` is timed."""
+    from cnfmce.baselines import bpe_tokenizer_and_trainer
+    return bpe_tokenizer_and_trainer(vocab_size)
 
 
 def spm_lines(docs: Sequence[str]):

@@ -369,25 +369,9 @@ def header_md(res: Dict[str, Any], title: str) -> str:
 
 # --- same-data byte-level BPE (Hugging Face tokenizers) ------------------------------------------
 
-# The GPT-4 (cl100k_base) pre-tokenization pattern, as in cnfmce/demo.py.
-GPT4_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-              r"|\s*[\r\n]+|\s+(?!\S)|\s+")
-
-
-def train_hf_bpe(texts: Iterable[str], vocab_size: int):
-    """A byte-level BPE (HF ``tokenizers`` BpeTrainer, GPT-4 split regex, the 256-byte alphabet,
-    no special tokens) trained on ``texts``, as in ``cnfmce demo``."""
-    from tokenizers import Regex, Tokenizer as HFTokenizer, decoders, models, pre_tokenizers, trainers
-    tok = HFTokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(GPT4_SPLIT), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(texts, trainer)
-    return tok
+# The GPT-4 split regex and the trainer live in cnfmce.baselines (shared with the demo and the
+# benchmarks).
+from cnfmce.baselines import GPT4_SPLIT, train_same_data_bpe as train_hf_bpe  # noqa: E402
 
 
 def iter_texts(paths: Sequence[Path]) -> Iterable[str]:

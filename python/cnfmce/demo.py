@@ -15,15 +15,11 @@ import time
 from importlib import resources
 from typing import Any, Dict, List, Optional, TextIO, Tuple
 
+from .baselines import GPT4_SPLIT, train_same_data_bpe
 from .tokenizer import Tokenizer
 from .training import train
 
 __all__ = ["load_sample", "run_demo", "GPT4_SPLIT"]
-
-# The GPT-4 (cl100k_base) pre-tokenization pattern, used for the same-data BPE baseline.
-GPT4_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-              r"|\s*[\r\n]+|\s+(?!\S)|\s+")
-
 
 def load_sample() -> List[Dict[str, Any]]:
     """The sample corpus: dicts with ``text``, ``source``, ``kind`` and ``license``."""
@@ -39,20 +35,11 @@ def split_sample(docs: List[Dict[str, Any]]) -> Tuple[List[str], List[str]]:
 
 
 def _hf_bpe(train_docs: List[str], vocab_size: int) -> Optional[Any]:
+    """The same-data byte-level BPE, or None without ``tokenizers``."""
     try:
-        from tokenizers import Regex, Tokenizer as HFTokenizer, decoders, models, pre_tokenizers, trainers
+        return train_same_data_bpe(train_docs, vocab_size)
     except ImportError:
         return None
-    tok = HFTokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(GPT4_SPLIT), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(train_docs, trainer)
-    return tok
 
 
 def _segment(tok: Tokenizer, text: str) -> str:
