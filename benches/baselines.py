@@ -12,7 +12,8 @@ import gzip
 import os
 from pathlib import Path
 
-VOCABS = Path(os.environ.get("CNFMCE_VOCABS", Path(__file__).resolve().parents[2] / "shared" / "vocabs"))
+_SHARED = Path(os.environ.get("CNFMCE_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+VOCABS = Path(os.environ.get("CNFMCE_VOCABS", _SHARED / "vocabs"))
 
 HF_FILES = {
     "qwen3.5": "qwen3.5.tokenizer.json.gz",
