@@ -54,6 +54,7 @@ OUT = BENCHES / "out"
 sys.path.insert(0, str(BENCHES))
 
 import baselines  # noqa: E402  (needs CNFMCE_VOCABS set first)
+from harness import log, proc_status_kib, reset_peak_rss, snapshot_package  # noqa: E402
 
 ALL_CATEGORIES = ("en", "sci", "math", "code", "zh", "multi")
 SPEED_CATEGORIES = ("en", "code", "zh", "multi")
@@ -66,38 +67,6 @@ LOAD_VOCABS = ("o200k_base", "cl100k_base", "qwen3.5", "qwen2.5", "deepseek-v4",
 SINGLE_CHUNK_BYTES: Optional[int] = None
 MB = 1e6          # throughput: MB/s with MB = 10^6 bytes
 MIB = 1 << 20     # memory: MiB
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def snapshot_package() -> Optional[str]:
-    """Copies the installed cnfmce package to benches/out/snapshot/ and puts that copy first on
-    the import path of this process and of its subprocesses, so that one run measures one build
-    even if the package is reinstalled meanwhile (this machine is shared with development)."""
-    import importlib.util
-    import shutil
-    spec = importlib.util.find_spec("cnfmce")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    src = Path(list(spec.submodule_search_locations)[0])
-    h = hashlib.sha256()
-    for f in sorted(src.rglob("*")):
-        if f.is_file() and "__pycache__" not in f.parts:
-            h.update(str(f.relative_to(src)).encode() + b"\0" + f.read_bytes())
-    root = OUT / "snapshot" / h.hexdigest()[:16]      # one folder per build: reused, never mixed
-    if not (root / "cnfmce").exists():
-        tmp = OUT / "snapshot" / f"tmp{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(src, tmp / "cnfmce", ignore=shutil.ignore_patterns("__pycache__"))
-        try:
-            os.replace(tmp, root)
-        except OSError:                                # another run made it first
-            shutil.rmtree(tmp, ignore_errors=True)
-    sys.path.insert(0, str(root))
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(root)] + [x for x in [os.environ.get("PYTHONPATH")] if x])
-    return str(src)
 
 
 # --- corpora --------------------------------------------------------------------------------------
@@ -128,26 +97,6 @@ def utf8_len(docs: Sequence[str]) -> int:
 
 
 # --- /proc helpers ----------------------------------------------------------------------------------
-
-def proc_status_kib(field: str) -> Optional[int]:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def reset_peak_rss() -> bool:
-    """Resets VmHWM to the current RSS (Linux >= 4.0: write 5 to /proc/self/clear_refs)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
 
 
 class CpuWatch:

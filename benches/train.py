@@ -82,6 +82,8 @@ BENCHES = Path(__file__).resolve().parent
 REPO = BENCHES.parent
 SHARED = Path(os.environ.get("CNFMCE_SHARED", str(REPO.parent / "shared"))).resolve()
 OUT = BENCHES / "out"
+sys.path.insert(0, str(BENCHES))
+from harness import log, proc_status_kib, reset_peak_rss, snapshot_package  # noqa: E402
 LOGS = OUT / "train-logs"
 
 CATEGORIES = ("en", "sci", "math", "code", "zh", "multi")
@@ -104,46 +106,6 @@ DEFAULT_SCALING = "mix-20MB,mix-40MB@32000"
 QUICK_SCALING = "mix-5MB,mix-10MB@8000"
 SPM_CHARACTER_COVERAGE = 0.9995
 TIME_GRACE = 900  # seconds allowed beyond --timeout for loading data and the test-set evaluation
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def snapshot_package(reuse: Optional[str] = None) -> Optional[str]:
-    """Copies the installed cnfmce package to benches/out/snapshot/<hash>/ (the scheme of
-    benches/encode.py, so the two share copies) and puts that copy first on the import path of this
-    process and of its subprocesses; with ``reuse``, imports an earlier copy (a folder holding
-    ``cnfmce/``) instead. Returns where the package came from."""
-    import importlib.util
-    import shutil
-    if reuse:
-        root = Path(reuse).resolve()
-        if not (root / "cnfmce" / "__init__.py").exists():
-            raise SystemExit(f"--snapshot-dir {reuse}: no cnfmce/ package inside")
-        src = str(root)
-    else:
-        spec = importlib.util.find_spec("cnfmce")
-        if spec is None or not spec.submodule_search_locations:
-            return None
-        srcp = Path(list(spec.submodule_search_locations)[0])
-        h = hashlib.sha256()
-        for f in sorted(srcp.rglob("*")):
-            if f.is_file() and "__pycache__" not in f.parts:
-                h.update(str(f.relative_to(srcp)).encode() + b"\0" + f.read_bytes())
-        root = OUT / "snapshot" / h.hexdigest()[:16]      # one folder per build: reused, never mixed
-        if not (root / "cnfmce").exists():
-            tmp = OUT / "snapshot" / f"tmp{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            shutil.copytree(srcp, tmp / "cnfmce", ignore=shutil.ignore_patterns("__pycache__"))
-            try:
-                os.replace(tmp, root)
-            except OSError:                                # another run made it first
-                shutil.rmtree(tmp, ignore_errors=True)
-        src = str(srcp)
-    sys.path.insert(0, str(root))
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(root)] + [x for x in [os.environ.get("PYTHONPATH")] if x])
-    return src
 
 
 def loadavg() -> List[float]:
@@ -226,26 +188,6 @@ def training_docs(source: str, max_bytes: Optional[int]) -> Tuple[List[str], Dic
 
 
 # --- /proc helpers -----------------------------------------------------------------------------------
-
-def proc_status_kib(field: str, pid: str = "self") -> Optional[int]:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def reset_peak_rss() -> bool:
-    """Resets VmHWM to the current RSS (Linux >= 4.0: write 5 to /proc/self/clear_refs)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def machine_cpu_seconds() -> Tuple[float, float]:
