@@ -3,13 +3,13 @@
 Everything here is written straight from the SPEC and the paper (section 3.1, Algorithm 1) in
 pure Python, without using the package:
 
-* ``unit_starts`` / ``char_joins``: units from ``unicodedata`` (General Category) and the
-  ``regex`` module's ``\\p{Script=...}``;
+* ``char_joins`` / ``token_preference`` / ``mce_encode``: from ``tests/reference.py`` (units from
+  ``unicodedata`` and the ``regex`` module's ``\\p{Script=...}``);
 * ``brute_count``: every valid candidate occurrence, no early stopping;
 * ``brute_rounds``: the candidates of each round's lengths whose brute-force count reaches the
   round's threshold (what Algorithm 1 must return when thresholds do not decrease);
 * ``algorithm1``: a literal transcription of Algorithm 1 (with both early-stopping criteria);
-* ``mce_encode``: the min-cost encoding DP of SPEC section 2;
+* ``mce_encode``: the min-cost encoding DP of SPEC section 2 (a thin wrapper of the reference);
 * ``expected_vocabulary``: the filtering phase of SPEC section 4 over a brute-force usage count;
 * corpora: hand-written sentences, random mixed-script texts, the shared corpora.
 """
@@ -18,28 +18,24 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 import os
 import random
-import unicodedata
 from collections import Counter
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import pytest
-import regex
+
+import reference
+from reference import char_joins, token_preference  # noqa: F401 (re-exported)
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("CNFMCE_SHARED", str(REPO.parent / "shared")))
 HUGE = 10 ** 9
 
-_NONJOINING = regex.compile(r"[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Bopomofo}]")
 
 
 # --- units (SPEC section 2) ---------------------------------------------------------------------
-
-def char_joins(ch: str) -> bool:
-    return unicodedata.category(ch)[0] in ("L", "M") and _NONJOINING.match(ch) is None
 
 
 def annotate(text: str) -> Tuple[bytes, List[int], List[int], List[bool]]:
@@ -153,44 +149,12 @@ def top_m(counts: Mapping[bytes, int], m: int) -> List[Tuple[bytes, int]]:
 
 # --- MCE and filtering ----------------------------------------------------------------------------
 
-def token_preference(t: int) -> float:
-    return 0.1 / (10 + 10000 / (1 + 0.01 * t))
-
 
 def mce_encode(vocab: Mapping[bytes, int], text: str, lam: float = 0.05, eps: bool = True,
                maxlen: Optional[int] = None) -> List[int]:
-    """SPEC section 2's dynamic program, literally (ties: the largest j)."""
-    x, starts, w, _ = annotate(text)
-    n = len(x)
-    if maxlen is None:
-        maxlen = max(len(t) for t in vocab)
-    D = [math.inf] * (n + 1)
-    D[n] = 0.0
-    choice = [(-1, -1)] * (n + 1)
-    for i in range(n - 1, -1, -1):
-        best = math.inf
-        bc = (-1, -1)
-        for j in range(i + 1, min(n, i + maxlen) + 1):
-            t = vocab.get(x[i:j])
-            if t is None:
-                continue
-            p = penalty(starts, w, i, j, lam)
-            if p is None:
-                continue
-            c = 1.0 + p + (token_preference(t) if eps else 0.0)
-            tot = c + D[j]
-            if tot <= best:
-                best, bc = tot, (j, t)
-        assert bc[0] > i
-        D[i] = best
-        choice[i] = bc
-    out = []
-    i = 0
-    while i < n:
-        j, t = choice[i]
-        out.append(t)
-        i = j
-    return out
+    """SPEC section 2's dynamic program on ``text`` (tests/reference.py's reference; ``maxlen`` is
+    accepted for the callers' convenience and not needed)."""
+    return reference.mce_encode(dict(vocab), text.encode("utf-8"), lam, eps)
 
 
 def raw_vocabulary(counts: Mapping[bytes, int], raw_vocab_size: Optional[int] = None) -> List[bytes]:
