@@ -128,53 +128,27 @@ mod bindings {
         /// The UTF-8 bytes (borrowed for ASCII, else written to `buf`); `Err` on a lone
         /// surrogate, which UTF-8 cannot hold.
         fn utf8<'b>(&'b self, buf: &'b mut Vec<u8>) -> Result<&'b [u8], ()> {
-            #[inline]
-            fn push(buf: &mut Vec<u8>, c: u32) -> Result<(), ()> {
-                let ch = char::from_u32(c).ok_or(())?;
-                let mut tmp = [0u8; 4];
-                buf.extend_from_slice(ch.encode_utf8(&mut tmp).as_bytes());
+            /// Appends the UTF-8 of code points (`Err` on a surrogate).
+            fn push_all(buf: &mut Vec<u8>, cps: impl ExactSizeIterator<Item = u32>) -> Result<(), ()> {
+                buf.clear();
+                buf.reserve(cps.len() * 2);
+                for c in cps {
+                    if c < 0x80 {
+                        buf.push(c as u8);
+                    } else {
+                        let ch = char::from_u32(c).ok_or(())?;
+                        buf.extend_from_slice(ch.encode_utf8(&mut [0u8; 4]).as_bytes());
+                    }
+                }
                 Ok(())
             }
             match self {
-                StrData::Utf8(b) => Ok(b),
-                StrData::Ucs1(b) => {
-                    buf.clear();
-                    buf.reserve(b.len() * 2);
-                    for &c in b.iter() {
-                        if c < 0x80 {
-                            buf.push(c);
-                        } else {
-                            buf.push(0xC0 | (c >> 6));
-                            buf.push(0x80 | (c & 0x3F));
-                        }
-                    }
-                    Ok(buf)
-                }
-                StrData::Ucs2(w) => {
-                    buf.clear();
-                    buf.reserve(w.len() * 3);
-                    for &c in w.iter() {
-                        if c < 0x80 {
-                            buf.push(c as u8);
-                        } else {
-                            push(buf, c as u32)?;
-                        }
-                    }
-                    Ok(buf)
-                }
-                StrData::Ucs4(w) => {
-                    buf.clear();
-                    buf.reserve(w.len() * 4);
-                    for &c in w.iter() {
-                        if c < 0x80 {
-                            buf.push(c as u8);
-                        } else {
-                            push(buf, c)?;
-                        }
-                    }
-                    Ok(buf)
-                }
+                StrData::Utf8(b) => return Ok(b),
+                StrData::Ucs1(b) => push_all(buf, b.iter().map(|&c| c as u32))?,
+                StrData::Ucs2(w) => push_all(buf, w.iter().map(|&c| c as u32))?,
+                StrData::Ucs4(w) => push_all(buf, w.iter().copied())?,
             }
+            Ok(buf)
         }
     }
 
