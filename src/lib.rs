@@ -249,6 +249,19 @@ mod bindings {
             PyCoreTokenizer { inner, ints: IdInts::new(bound) }
         }
 
+        /// Builds the core tokenizer with the GIL released.
+        fn build(
+            py: Python<'_>,
+            entries: Vec<(u32, Vec<u8>)>,
+            specials: Vec<(Vec<u8>, u32)>,
+            options: Options,
+        ) -> PyResult<Self> {
+            let inner = py
+                .detach(|| guarded(|| Tokenizer::new(entries, specials, options)))?
+                .map_err(|e| to_py(py, e))?;
+            Ok(PyCoreTokenizer::wrap(inner))
+        }
+
         fn encode_detached<'py>(
             &self,
             py: Python<'py>,
@@ -318,11 +331,7 @@ mod bindings {
             if ids.is_none() && tokens.len() > u32::MAX as usize {
                 return Err(PyValueError::new_err("too many tokens"));
             }
-            let options = Options { algorithm, boundary_penalty, token_preference };
-            let inner = py
-                .detach(|| guarded(|| Tokenizer::new(entries, specials, options)))?
-                .map_err(|e| to_py(py, e))?;
-            Ok(PyCoreTokenizer::wrap(inner))
+            Self::build(py, entries, specials, Options { algorithm, boundary_penalty, token_preference })
         }
 
         /// A tokenizer from packed tokens: `data` is all token bytes concatenated, `lengths` one
@@ -370,11 +379,7 @@ mod bindings {
                 entries.push((id, data[at..at + l as usize].to_vec()));
                 at += l as usize;
             }
-            let options = Options { algorithm, boundary_penalty, token_preference };
-            let inner = py
-                .detach(|| guarded(|| Tokenizer::new(entries, specials, options)))?
-                .map_err(|e| to_py(py, e))?;
-            Ok(PyCoreTokenizer::wrap(inner))
+            Self::build(py, entries, specials, Options { algorithm, boundary_penalty, token_preference })
         }
 
         /// The regular tokens packed: (concatenated bytes, u32 LE lengths, u32 LE ids), id order.
@@ -404,11 +409,7 @@ mod bindings {
             let entries: Vec<(u32, Vec<u8>)> =
                 self.inner.vocab().iter().map(|(i, t)| (i, t.to_vec())).collect();
             let specials = self.inner.specials().to_vec();
-            let options = Options { algorithm, boundary_penalty, token_preference };
-            let inner = py
-                .detach(|| guarded(|| Tokenizer::new(entries, specials, options)))?
-                .map_err(|e| to_py(py, e))?;
-            Ok(PyCoreTokenizer::wrap(inner))
+            Self::build(py, entries, specials, Options { algorithm, boundary_penalty, token_preference })
         }
 
         #[pyo3(signature = (text, allowed=None))]

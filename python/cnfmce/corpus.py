@@ -17,11 +17,12 @@ import io
 import json
 import os
 from pathlib import Path
-from typing import IO, Iterable, Iterator, List, Sequence, Union
+from typing import IO, Any, Dict, Iterable, Iterator, List, Sequence, Union
 
 from .errors import CorpusError
 
-__all__ = ["PathLike", "Inputs", "is_path_list", "iter_documents", "iter_file", "open_binary"]
+__all__ = ["PathLike", "Inputs", "is_path_list", "iter_documents", "iter_file", "iter_jsonl_records",
+           "open_binary"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 Inputs = Union[Iterable[str], Sequence[PathLike]]
@@ -144,7 +145,10 @@ def _read_all(fh: IO[bytes], p: str) -> bytes:
         raise CorpusError(f"{p}: cannot read ({e})") from None
 
 
-def _iter_jsonl(p: str) -> Iterator[str]:
+def iter_jsonl_records(p: PathLike) -> Iterator[Dict[str, Any]]:
+    """The JSON objects of a JSON-lines file (blank lines skipped), each checked to hold a
+    ``"text"`` string; errors name the file and line."""
+    p = os.fspath(p)
     with open_binary(p) as raw:
         fh = io.BufferedReader(raw, 1 << 20) if not isinstance(raw, io.BufferedReader) else raw
         lineno = 0
@@ -166,10 +170,14 @@ def _iter_jsonl(p: str) -> Iterator[str]:
                 raise CorpusError(f"{p}:{lineno}: malformed JSON ({e})") from None
             if not isinstance(obj, dict) or "text" not in obj:
                 raise CorpusError(f"{p}:{lineno}: expected a JSON object with a \"text\" field")
-            text = obj["text"]
-            if not isinstance(text, str):
+            if not isinstance(obj["text"], str):
                 raise CorpusError(f"{p}:{lineno}: \"text\" is not a string")
-            yield text
+            yield obj
+
+
+def _iter_jsonl(p: str) -> Iterator[str]:
+    for obj in iter_jsonl_records(p):
+        yield obj["text"]
 
 
 def _iter_parquet(p: str) -> Iterator[str]:

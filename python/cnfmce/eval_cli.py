@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
 import itertools
 import json
 import os
@@ -144,25 +143,11 @@ _JSONL = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".json.gz", ".ndjson")
 
 
 def _iter_jsonl_lang(path: str) -> Iterator[Tuple[str, Optional[str]]]:
-    """(text, lang) of each JSON line, blank lines skipped as in :mod:`cnfmce.corpus`."""
-    from .corpus import open_binary
-    from .errors import CorpusError
-    with open_binary(path) as raw:
-        fh = raw if isinstance(raw, io.BufferedReader) else \
-            io.BufferedReader(raw, 1 << 20)  # type: ignore[type-var]
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except UnicodeDecodeError:
-                raise CorpusError(f"{path}:{lineno}: not valid UTF-8") from None
-            except ValueError as e:
-                raise CorpusError(f"{path}:{lineno}: malformed JSON ({e})") from None
-            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-                raise CorpusError(f"{path}:{lineno}: expected a JSON object with a \"text\" string")
-            lang = obj.get("lang")
-            yield obj["text"], (lang if isinstance(lang, str) else None)
+    """(text, lang) of each JSON line, read as in :mod:`cnfmce.corpus`."""
+    from .corpus import iter_jsonl_records
+    for obj in iter_jsonl_records(path):
+        lang = obj.get("lang")
+        yield obj["text"], (lang if isinstance(lang, str) else None)
 
 
 def read_corpus(path: str, max_docs: Optional[int] = None, with_lang: bool = False
