@@ -159,13 +159,21 @@ impl SlotKey for K16 {
     }
 }
 
-impl SlotKey for [u8; 32] {
+/// A candidate of up to 31 bytes in four big-endian words, zero padded, the length in the
+/// lowest byte of the last word. Word compares keep equality and order inline (a `[u8; 32]`
+/// compares through `memcmp`), and the derived order is bytewise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct K32 {
+    w: [u64; 4],
+}
+
+impl SlotKey for K32 {
     fn empty() -> Self {
-        [0; 32]
+        K32 { w: [0; 4] }
     }
     #[inline]
     fn is_empty_key(&self) -> bool {
-        self[31] == 0
+        self.w[3] & 0xFF == 0
     }
 }
 
@@ -202,18 +210,22 @@ impl CountKey for K16 {
     }
 }
 
-/// Up to 31 bytes, zero padded, length last.
-impl CountKey for [u8; 32] {
+impl CountKey for K32 {
     const MAX_LEN: usize = 31;
     #[inline]
     fn from_bytes(b: &[u8]) -> Self {
         let mut k = [0u8; 32];
         k[..b.len()].copy_from_slice(b);
         k[31] = b.len() as u8;
-        k
+        let word = |i: usize| u64::from_be_bytes(k[8 * i..8 * i + 8].try_into().unwrap_or([0; 8]));
+        K32 { w: [word(0), word(1), word(2), word(3)] }
     }
     fn write_bytes(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self[..self[31] as usize]);
+        let mut k = [0u8; 32];
+        for (i, w) in self.w.iter().enumerate() {
+            k[8 * i..8 * i + 8].copy_from_slice(&w.to_be_bytes());
+        }
+        out.extend_from_slice(&k[..k[31] as usize]);
     }
 }
 
@@ -370,7 +382,7 @@ impl<K: CountKey> Drop for Worker<'_, K> {
 
 enum AnyTable {
     K16(Table<K16>),
-    K32(Table<[u8; 32]>),
+    K32(Table<K32>),
     Var(Table<Box<[u8]>>),
 }
 
@@ -626,7 +638,7 @@ impl Counter {
         };
         self.table = Some(if r.max_len <= K16::MAX_LEN {
             AnyTable::K16(Table::new())
-        } else if r.max_len <= <[u8; 32]>::MAX_LEN {
+        } else if r.max_len <= K32::MAX_LEN {
             AnyTable::K32(Table::new())
         } else {
             AnyTable::Var(Table::new())
@@ -905,8 +917,11 @@ mod tests {
         let k16: Vec<K16> = v.iter().map(|b| K16::from_bytes(b)).collect();
         assert!(k16.windows(2).all(|w| w[0] < w[1]));
         assert!(v.iter().all(|b| K16::from_bytes(b).bytes() == *b));
-        assert!(v.iter().all(|b| <[u8; 32]>::from_bytes(b).bytes() == *b));
-        let k32: Vec<[u8; 32]> = v.iter().map(|b| <[u8; 32]>::from_bytes(b)).collect();
+        v.push(vec![0xff; 31]);
+        v.push([vec![b'a'; 30], vec![0]].concat());
+        v.sort();
+        assert!(v.iter().all(|b| K32::from_bytes(b).bytes() == *b));
+        let k32: Vec<K32> = v.iter().map(|b| K32::from_bytes(b)).collect();
         assert!(k32.windows(2).all(|w| w[0] < w[1]));
     }
 }
