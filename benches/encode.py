@@ -30,13 +30,10 @@ builds and tests it moves the numbers a lot; ``--wait-quiet S`` waits for a quie
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import gc
 import gzip
-import hashlib
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -54,7 +51,7 @@ OUT = BENCHES / "out"
 sys.path.insert(0, str(BENCHES))
 
 import baselines  # noqa: E402  (needs CNFMCE_VOCABS set first)
-from harness import log, proc_status_kib, reset_peak_rss, snapshot_package  # noqa: E402
+from harness import core_sha, log, machine_info, proc_status_kib, reset_peak_rss, snapshot_package  # noqa: E402
 
 ALL_CATEGORIES = ("en", "sci", "math", "code", "zh", "multi")
 SPEED_CATEGORIES = ("en", "code", "zh", "multi")
@@ -517,13 +514,6 @@ def child_main(spec: Dict[str, Any]) -> Dict[str, Any]:
     return res
 
 
-def core_sha() -> str:
-    """Hash of the cnfmce extension module this process would load (to spot a reinstall that
-    happens during the run)."""
-    import cnfmce
-    return hashlib.sha256(Path(cnfmce._core.__file__).read_bytes()).hexdigest()[:16]  # type: ignore[attr-defined]
-
-
 def child_speed(big: Any, spec: Dict[str, Any]) -> Dict[str, Any]:
     """MCE speed of the synthetic vocabulary on en, interleaved with o200k MCE and tiktoken."""
     import cnfmce
@@ -609,76 +599,7 @@ def bench_counts(toks: Dict[str, Any], docs_by_cat: Dict[str, List[str]]) -> Dic
 
 # --- section 5: machine -------------------------------------------------------------------------------
 
-def machine_info() -> Dict[str, Any]:
-    info: Dict[str, Any] = {}
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    info["cpu"] = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        info["cpu"] = platform.processor() or "?"
-    caches = []
-    for idx in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
-        try:
-            level = (idx / "level").read_text().strip()
-            kind = (idx / "type").read_text().strip()
-            size = (idx / "size").read_text().strip()
-        except OSError:
-            continue
-        if kind != "Instruction":
-            caches.append(f"L{level} {size}")
-    if caches:
-        info["caches_per_cpu0"] = ", ".join(caches)
-    try:
-        with open("/proc/cpuinfo") as fh:
-            info["virtualized"] = " hypervisor " in f" {fh.read(4096).replace(chr(10), ' ')} "
-    except OSError:
-        pass
-    info["cores"] = os.cpu_count()
-    try:
-        info["cores_usable"] = len(os.sched_getaffinity(0))
-    except AttributeError:
-        info["cores_usable"] = os.cpu_count()
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    info["memory_gib"] = int(line.split()[1]) / (1 << 20)
-    except OSError:
-        pass
-    info["os"] = f"{platform.system()} {platform.release()}"
-    info["python"] = platform.python_version()
-    import cnfmce
-    import numpy
-    import tiktoken
-    import tokenizers
-    info["cnfmce"] = cnfmce.__version__
-    core = Path(cnfmce._core.__file__)  # type: ignore[attr-defined]
-    info["cnfmce_core"] = str(core)
-    info["cnfmce_core_sha256"] = core_sha()
-    info["cnfmce_core_mtime"] = _dt.datetime.fromtimestamp(core.stat().st_mtime, _dt.timezone.utc).isoformat(timespec="seconds")
-    info["tiktoken"] = getattr(tiktoken, "__version__", "?")
-    info["tokenizers"] = tokenizers.__version__
-    info["numpy"] = numpy.__version__
-    try:
-        import importlib.metadata as md
-        info["tiktoken"] = md.version("tiktoken")
-    except Exception:
-        pass
-    try:
-        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "src", "python"],
-                               capture_output=True, text=True).stdout.strip()
-        info["git"] = head + (" (src/python modified since)" if dirty else "")
-    except OSError:
-        pass
-    info["date"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    info["TOKENIZERS_PARALLELISM"] = os.environ.get("TOKENIZERS_PARALLELISM", "(unset)")
-    info["RAYON_NUM_THREADS"] = os.environ.get("RAYON_NUM_THREADS", "(unset)")
-    return info
+MACHINE_LIBS = ("tiktoken", "tokenizers", "numpy")
 
 
 # --- report -------------------------------------------------------------------------------------------
@@ -1042,7 +963,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "cpu_use": {},
         "wait_quiet": res_wait,
     }
-    res["machine"] = machine_info()
+    res["machine"] = machine_info(MACHINE_LIBS)
     if snapshot_of:
         res["machine"]["cnfmce_snapshot_of"] = snapshot_of
     log(f"machine: {res['machine'].get('cpu')}, {res['machine'].get('cores_usable')} cores; shared = {SHARED}")
@@ -1121,7 +1042,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if other:
         res["errors"].append(f"load subprocesses ran another cnfmce build ({', '.join(other)}) than "
                              f"this process ({sha0}): the package was reinstalled during the run")
-    after = machine_info()
+    after = machine_info(MACHINE_LIBS)
     for key in ("cnfmce_core_sha256", "cnfmce_core_mtime"):
         if after.get(key) != res["machine"].get(key):
             res["errors"].append(f"the installed cnfmce core changed during the run ({key}: "

@@ -3,16 +3,21 @@ readings and the package snapshot that keeps one run on one build."""
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import os
+import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 OUT = Path(__file__).resolve().parent / "out"
+REPO = Path(__file__).resolve().parent.parent
 
-__all__ = ["OUT", "log", "proc_status_kib", "reset_peak_rss", "snapshot_package"]
+__all__ = ["OUT", "core_sha", "loadavg", "log", "machine_info", "proc_status_kib", "reset_peak_rss",
+           "snapshot_package"]
 
 
 def log(msg: str) -> None:
@@ -75,3 +80,92 @@ def snapshot_package(reuse: Optional[str] = None) -> Optional[str]:
     sys.path.insert(0, str(root))
     os.environ["PYTHONPATH"] = os.pathsep.join([str(root)] + [x for x in [os.environ.get("PYTHONPATH")] if x])
     return src
+
+
+def loadavg() -> List[float]:
+    """The 1, 5 and 15 minute load averages (empty where the OS has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # pragma: no cover
+        return []
+
+
+def core_sha() -> str:
+    """Hash of the cnfmce extension module this process loads (to spot a reinstall during a run)."""
+    import cnfmce
+    return hashlib.sha256(Path(cnfmce._core.__file__).read_bytes()).hexdigest()[:16]  # type: ignore[attr-defined]
+
+
+def _cpu_info() -> Dict[str, Any]:
+    info: Dict[str, Any] = {}
+    try:
+        with open("/proc/cpuinfo") as fh:
+            text = fh.read()
+        for line in text.splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+        info["virtualized"] = " hypervisor " in f" {text[:4096].replace(chr(10), ' ')} "
+    except OSError:
+        info["cpu"] = platform.processor() or "?"
+    caches = []
+    for idx in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            level = (idx / "level").read_text().strip()
+            kind = (idx / "type").read_text().strip()
+            size = (idx / "size").read_text().strip()
+        except OSError:
+            continue
+        if kind != "Instruction":
+            caches.append(f"L{level} {size}")
+    if caches:
+        info["caches_per_cpu0"] = ", ".join(caches)
+    info["cores"] = os.cpu_count()
+    try:
+        info["cores_usable"] = len(os.sched_getaffinity(0))
+    except AttributeError:
+        info["cores_usable"] = os.cpu_count()
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    info["memory_gib"] = round(int(line.split()[1]) / (1 << 20), 1)
+    except OSError:
+        pass
+    return info
+
+
+def machine_info(libraries: Sequence[str] = ()) -> Dict[str, Any]:
+    """What a benchmark report records about the machine and the software: CPU, caches, cores,
+    memory, OS, Python, the cnfmce build (path, hash and time of its extension module), the
+    versions of ``libraries`` (distribution names), the repository commit, the date, the load
+    average and the thread-count environment variables."""
+    import importlib.metadata as md
+
+    import cnfmce
+    info = _cpu_info()
+    info["os"] = f"{platform.system()} {platform.release()}"
+    info["python"] = platform.python_version()
+    info["cnfmce"] = cnfmce.__version__
+    core = Path(cnfmce._core.__file__)  # type: ignore[attr-defined]
+    info["cnfmce_core"] = str(core.relative_to(REPO)) if core.is_relative_to(REPO) else str(core)
+    info["cnfmce_core_sha256"] = core_sha()
+    info["cnfmce_core_mtime"] = _dt.datetime.fromtimestamp(core.stat().st_mtime, _dt.timezone.utc).isoformat(timespec="seconds")
+    for lib in libraries:
+        try:
+            info[lib] = md.version(lib)
+        except md.PackageNotFoundError:
+            info[lib] = "(not installed)"
+    try:
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "src", "python"],
+                               capture_output=True, text=True).stdout.strip()
+        info["git"] = head + (" (src/python modified since)" if dirty else "")
+    except OSError:
+        pass
+    info["date"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    info["loadavg_at_start"] = loadavg()
+    for var in ("RAYON_NUM_THREADS", "TOKENIZERS_PARALLELISM"):
+        info[var] = os.environ.get(var, "(unset)")
+    return info

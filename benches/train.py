@@ -61,13 +61,10 @@ time-outs and memory kills are reported in the tables. Logs of each subprocess g
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import gc
 import gzip
-import hashlib
 import json
 import os
-import platform
 import re
 import resource
 import signal
@@ -83,7 +80,7 @@ REPO = BENCHES.parent
 SHARED = Path(os.environ.get("CNFMCE_SHARED", str(REPO.parent / "shared"))).resolve()
 OUT = BENCHES / "out"
 sys.path.insert(0, str(BENCHES))
-from harness import log, proc_status_kib, reset_peak_rss, snapshot_package  # noqa: E402
+from harness import core_sha, loadavg, log, machine_info, proc_status_kib, reset_peak_rss, snapshot_package  # noqa: E402
 LOGS = OUT / "train-logs"
 
 CATEGORIES = ("en", "sci", "math", "code", "zh", "multi")
@@ -106,13 +103,6 @@ DEFAULT_SCALING = "mix-20MB,mix-40MB@32000"
 QUICK_SCALING = "mix-5MB,mix-10MB@8000"
 SPM_CHARACTER_COVERAGE = 0.9995
 TIME_GRACE = 900  # seconds allowed beyond --timeout for loading data and the test-set evaluation
-
-
-def loadavg() -> List[float]:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:  # pragma: no cover
-        return []
 
 
 # --- configurations ----------------------------------------------------------------------------------
@@ -320,9 +310,8 @@ def child_main(spec: Dict[str, Any]) -> None:
     write_json(status, {"phase": "loading", "t": time.time()})
     # Import the libraries before measuring, so that their own memory is in the baseline.
     if trainer.startswith("cnfmce"):
-        import cnfmce
-        core = Path(cnfmce._core.__file__)  # type: ignore[attr-defined]
-        res0 = {"cnfmce_core": hashlib.sha256(core.read_bytes()).hexdigest()[:16]}
+        import cnfmce  # noqa: F401  (imported before the measurement)
+        res0 = {"cnfmce_core": core_sha()}
     elif trainer == "hf-bpe":
         import tokenizers  # noqa: F401
         res0 = {}
@@ -461,55 +450,6 @@ def run_child(spec: Dict[str, Any], tag: str, timeout: float, max_rss_mib: float
 
 # --- the benchmark ---------------------------------------------------------------------------------------
 
-def machine_info() -> Dict[str, Any]:
-    info: Dict[str, Any] = {}
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    info["cpu"] = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        info["cpu"] = platform.processor() or "?"
-    info["cores"] = os.cpu_count()
-    try:
-        info["cores_usable"] = len(os.sched_getaffinity(0))
-    except AttributeError:
-        info["cores_usable"] = os.cpu_count()
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    info["memory_gib"] = round(int(line.split()[1]) / (1 << 20), 1)
-    except OSError:
-        pass
-    info["os"] = f"{platform.system()} {platform.release()}"
-    info["python"] = platform.python_version()
-    import cnfmce
-    import sentencepiece
-    import tokenizers
-    info["cnfmce"] = cnfmce.__version__
-    core = Path(cnfmce._core.__file__)  # type: ignore[attr-defined]
-    info["cnfmce_core"] = str(core.relative_to(REPO)) if core.is_relative_to(REPO) else str(core)
-    info["cnfmce_core_sha256"] = hashlib.sha256(core.read_bytes()).hexdigest()[:16]
-    info["cnfmce_core_mtime"] = _dt.datetime.fromtimestamp(core.stat().st_mtime, _dt.timezone.utc).isoformat(timespec="seconds")
-    info["tokenizers"] = tokenizers.__version__
-    info["sentencepiece"] = sentencepiece.__version__
-    try:
-        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "src", "python"],
-                               capture_output=True, text=True).stdout.strip()
-        info["git"] = head + (" (src/python modified since)" if dirty else "")
-    except OSError:
-        pass
-    info["date"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    info["loadavg_at_start"] = loadavg()
-    for var in ("RAYON_NUM_THREADS", "TOKENIZERS_PARALLELISM"):
-        info[var] = os.environ.get(var, "(unset)")
-    return info
-
-
 def default_max_rss_mib() -> float:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.85 / MIB
@@ -622,7 +562,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "repeats": args.repeats,
                    "timeout_s": args.timeout, "max_rss_mib": max_rss_mib, "test_bytes": test_bytes,
                    "spm_character_coverage": SPM_CHARACTER_COVERAGE, "shared": str(SHARED)},
-        "machine": machine_info(),
+        "machine": machine_info(("tokenizers", "sentencepiece")),
         "runs": [],
         "scaling_runs": [],
         "errors": [],
@@ -680,7 +620,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if scaling and not sc_done:
         run_scaling(res, scaling, sc_trainers, args.scaling_repeats, one, save)
 
-    after = machine_info()
+    after = machine_info(("tokenizers", "sentencepiece"))
     res["machine_after"] = {k: after.get(k) for k in ("cnfmce_core_sha256", "cnfmce_core_mtime", "date",
                                                          "loadavg_at_start")}
     for key in ("cnfmce_core_sha256", "cnfmce_core_mtime"):
