@@ -51,7 +51,7 @@ OUT = BENCHES / "out"
 sys.path.insert(0, str(BENCHES))
 
 import baselines  # noqa: E402  (needs CNFMCE_VOCABS set first)
-from harness import core_sha, log, machine_info, proc_status_kib, reset_peak_rss, snapshot_package  # noqa: E402
+from harness import core_sha, f1, f2, table, log, machine_info, proc_status_kib, reset_peak_rss, snapshot_package  # noqa: E402
 
 ALL_CATEGORIES = ("en", "sci", "math", "code", "zh", "multi")
 SPEED_CATEGORIES = ("en", "code", "zh", "multi")
@@ -603,22 +603,6 @@ MACHINE_LIBS = ("tiktoken", "tokenizers", "numpy")
 
 
 # --- report -------------------------------------------------------------------------------------------
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: Optional[str] = None) -> str:
-    align = align or ("l" + "r" * (len(headers) - 1))
-    sep = ["---:" if a == "r" else "---" for a in align]
-    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(sep) + " |"]
-    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def f1(x: Optional[float]) -> str:
-    return "—" if x is None else f"{x:.1f}"
-
-
-def f2(x: Optional[float]) -> str:
-    return "—" if x is None else f"{x:.2f}"
-
 
 def mbs(run: Dict[str, Any], key: str) -> Optional[float]:
     c = run["candidates"].get(key)

@@ -16,8 +16,8 @@ from typing import Any, Dict, List, Optional, Sequence
 OUT = Path(__file__).resolve().parent / "out"
 REPO = Path(__file__).resolve().parent.parent
 
-__all__ = ["OUT", "core_sha", "loadavg", "log", "machine_info", "proc_status_kib", "reset_peak_rss",
-           "snapshot_package"]
+__all__ = ["OUT", "core_sha", "f1", "f2", "loadavg", "log", "machine_info", "proc_status_kib",
+           "reset_peak_rss", "snapshot_package", "table"]
 
 
 def log(msg: str) -> None:
@@ -169,3 +169,23 @@ def machine_info(libraries: Sequence[str] = ()) -> Dict[str, Any]:
     for var in ("RAYON_NUM_THREADS", "TOKENIZERS_PARALLELISM"):
         info[var] = os.environ.get(var, "(unset)")
     return info
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: Optional[str] = None) -> str:
+    """A markdown table; ``align`` has one letter per column, ``l`` or ``r`` (default: the first
+    column left, the others right)."""
+    align = align or ("l" + "r" * (len(headers) - 1))
+    sep = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(sep) + " |"]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def f1(x: Optional[float]) -> str:
+    """One decimal, or a dash for a missing value."""
+    return "—" if x is None else f"{x:.1f}"
+
+
+def f2(x: Optional[float]) -> str:
+    """Two decimals, or a dash for a missing value."""
+    return "—" if x is None else f"{x:.2f}"

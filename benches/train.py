@@ -80,7 +80,7 @@ REPO = BENCHES.parent
 SHARED = Path(os.environ.get("CNFMCE_SHARED", str(REPO.parent / "shared"))).resolve()
 OUT = BENCHES / "out"
 sys.path.insert(0, str(BENCHES))
-from harness import core_sha, loadavg, log, machine_info, proc_status_kib, reset_peak_rss, snapshot_package  # noqa: E402
+from harness import core_sha, f1, f2, table, loadavg, log, machine_info, proc_status_kib, reset_peak_rss, snapshot_package  # noqa: E402
 LOGS = OUT / "train-logs"
 
 CATEGORIES = ("en", "sci", "math", "code", "zh", "multi")
@@ -650,22 +650,6 @@ def run_scaling(res: Dict[str, Any], scaling: Dict[str, Any], trainers: List[str
 
 
 # --- report -------------------------------------------------------------------------------------------
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: Optional[str] = None) -> str:
-    align = align or ("l" + "r" * (len(headers) - 1))
-    sep = ["---:" if a == "r" else "---" for a in align]
-    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(sep) + " |"]
-    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def f1(x: Optional[float]) -> str:
-    return "—" if x is None else f"{x:.1f}"
-
-
-def f2(x: Optional[float]) -> str:
-    return "—" if x is None else f"{x:.2f}"
-
 
 def f3(x: Optional[float]) -> str:
     return "—" if x is None else f"{x:.3f}"
