@@ -31,10 +31,8 @@ from __future__ import annotations
 
 import argparse
 import gc
-import gzip
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -51,7 +49,7 @@ OUT = BENCHES / "out"
 sys.path.insert(0, str(BENCHES))
 
 import baselines  # noqa: E402  (needs CNFMCE_VOCABS set first)
-from harness import core_sha, f1, f2, table, log, machine_info, proc_status_kib, reset_peak_rss, snapshot_package  # noqa: E402
+from harness import WAIT_QUIET, CpuWatch, core_sha, read_jsonl_docs, f1, f2, table, wait_quiet, log, machine_info, proc_status_kib, reset_peak_rss, snapshot_package  # noqa: E402
 
 ALL_CATEGORIES = ("en", "sci", "math", "code", "zh", "multi")
 SPEED_CATEGORIES = ("en", "code", "zh", "multi")
@@ -73,20 +71,8 @@ def corpus_path(category: str, split: str = "test") -> Path:
 
 
 def load_docs(category: str, split: str = "test", max_bytes: Optional[int] = None) -> List[str]:
-    """The "text" field of each line, in file order; with ``max_bytes``, the first documents
-    up to about that many UTF-8 bytes (at least one document)."""
-    docs: List[str] = []
-    total = 0
-    with gzip.open(corpus_path(category, split), "rt", encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            text = json.loads(line)["text"]
-            docs.append(text)
-            total += len(text.encode("utf-8"))
-            if max_bytes is not None and total >= max_bytes:
-                break
-    return docs
+    """Documents of a shared corpus in file order (see ``harness.read_jsonl_docs``)."""
+    return read_jsonl_docs(corpus_path(category, split), max_bytes)[0]
 
 
 def utf8_len(docs: Sequence[str]) -> int:
@@ -94,64 +80,6 @@ def utf8_len(docs: Sequence[str]) -> int:
 
 
 # --- /proc helpers ----------------------------------------------------------------------------------
-
-
-class CpuWatch:
-    """CPU time used on the whole machine (/proc/stat) against this process and its waited-for
-    children during a section: what other processes took shows how noisy the numbers are."""
-
-    def __init__(self) -> None:
-        self.t0 = time.perf_counter()
-        self.busy0, self.steal0 = self._machine()
-        self.own0 = self._own()
-
-    @staticmethod
-    def _machine() -> Tuple[float, float]:
-        try:
-            with open("/proc/stat") as fh:
-                f = [int(x) for x in fh.readline().split()[1:]]
-        except (OSError, ValueError):
-            return 0.0, 0.0
-        hz = os.sysconf("SC_CLK_TCK")
-        busy = f[0] + f[1] + f[2] + f[5] + f[6]   # user nice system irq softirq
-        steal = f[7] if len(f) > 7 else 0
-        return busy / hz, steal / hz
-
-    @staticmethod
-    def _own() -> float:
-        a = resource.getrusage(resource.RUSAGE_SELF)
-        b = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
-
-    def stop(self) -> Dict[str, float]:
-        wall = time.perf_counter() - self.t0
-        busy, steal = self._machine()
-        own = self._own() - self.own0
-        other = max(0.0, (busy - self.busy0) - own)
-        return {"wall_s": wall, "own_cores": own / wall, "other_cores": other / wall,
-                "steal_cores": (steal - self.steal0) / wall}
-
-
-WAIT_QUIET = {"max_s": 0.0, "log": []}
-
-
-def wait_quiet(section: str, threshold: float = 0.3) -> None:
-    """With --wait-quiet S: wait (up to S seconds) until other processes use less than
-    ``threshold`` cores over a 2-second window, so that a shared machine disturbs less."""
-    if WAIT_QUIET["max_s"] <= 0:
-        return
-    t0 = time.perf_counter()
-    while True:
-        w = CpuWatch()
-        time.sleep(2)
-        other = w.stop()["other_cores"]
-        waited = time.perf_counter() - t0
-        if other < threshold or waited >= WAIT_QUIET["max_s"]:
-            WAIT_QUIET["log"].append({"section": section, "waited_s": round(waited, 1),
-                                      "other_cores": round(other, 2), "quiet": other < threshold})
-            if other >= threshold:
-                log(f"{section}: machine still busy ({other:.2f} other cores) after {waited:.0f} s; going on")
-            return
 
 
 # --- timing ---------------------------------------------------------------------------------------

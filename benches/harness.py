@@ -4,20 +4,24 @@ readings and the package snapshot that keeps one run on one build."""
 from __future__ import annotations
 
 import datetime as _dt
+import gzip
 import hashlib
+import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 OUT = Path(__file__).resolve().parent / "out"
 REPO = Path(__file__).resolve().parent.parent
 
-__all__ = ["OUT", "core_sha", "f1", "f2", "loadavg", "log", "machine_info", "proc_status_kib",
-           "reset_peak_rss", "snapshot_package", "table"]
+__all__ = ["OUT", "WAIT_QUIET", "CpuWatch", "core_sha", "f1", "f2", "loadavg", "log",
+           "machine_cpu_seconds", "machine_info", "own_cpu_seconds", "proc_status_kib",
+           "read_jsonl_docs", "reset_peak_rss", "snapshot_package", "table", "wait_quiet"]
 
 
 def log(msg: str) -> None:
@@ -189,3 +193,85 @@ def f1(x: Optional[float]) -> str:
 def f2(x: Optional[float]) -> str:
     """Two decimals, or a dash for a missing value."""
     return "—" if x is None else f"{x:.2f}"
+
+
+def machine_cpu_seconds() -> Tuple[float, float]:
+    """(busy, steal) CPU seconds of the whole machine since boot, from /proc/stat."""
+    try:
+        with open("/proc/stat") as fh:
+            f = [int(x) for x in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    hz = os.sysconf("SC_CLK_TCK")
+    busy = f[0] + f[1] + f[2] + f[5] + f[6]   # user nice system irq softirq
+    steal = f[7] if len(f) > 7 else 0
+    return busy / hz, steal / hz
+
+
+def own_cpu_seconds() -> float:
+    """CPU seconds of this process and its waited-for children."""
+    a = resource.getrusage(resource.RUSAGE_SELF)
+    b = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
+class CpuWatch:
+    """CPU time used on the whole machine (/proc/stat) against this process and its waited-for
+    children during a section: what other processes took shows how noisy the numbers are."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.busy0, self.steal0 = machine_cpu_seconds()
+        self.own0 = own_cpu_seconds()
+
+    def stop(self) -> Dict[str, float]:
+        wall = time.perf_counter() - self.t0
+        busy, steal = machine_cpu_seconds()
+        own = own_cpu_seconds() - self.own0
+        other = max(0.0, (busy - self.busy0) - own)
+        return {"wall_s": wall, "own_cores": own / wall, "other_cores": other / wall,
+                "steal_cores": (steal - self.steal0) / wall}
+
+
+# Set "max_s" from --wait-quiet; "log" collects one entry per wait for the report.
+WAIT_QUIET: Dict[str, Any] = {"max_s": 0.0, "log": []}
+
+
+def wait_quiet(section: str, threshold: float = 0.3, key: str = "section") -> None:
+    """With --wait-quiet S: wait (up to S seconds) until other processes use less than
+    ``threshold`` cores over a 2-second window, so that a shared machine disturbs less. The wait
+    is logged in ``WAIT_QUIET["log"]`` under ``key`` (the section or run it preceded)."""
+    if WAIT_QUIET["max_s"] <= 0:
+        return
+    t0 = time.perf_counter()
+    while True:
+        w = CpuWatch()
+        time.sleep(2)
+        other = w.stop()["other_cores"]
+        waited = time.perf_counter() - t0
+        if other < threshold or waited >= WAIT_QUIET["max_s"]:
+            WAIT_QUIET["log"].append({key: section, "waited_s": round(waited, 1),
+                                      "other_cores": round(other, 2), "quiet": other < threshold})
+            if other >= threshold:
+                log(f"{section}: machine still busy ({other:.2f} other cores) after {waited:.0f} s; going on")
+            return
+
+
+def read_jsonl_docs(path: Path, max_bytes: Optional[int] = None) -> Tuple[List[str], int]:
+    """The "text" field of each non-blank line of a ``.jsonl.gz`` file, in file order, and their
+    UTF-8 bytes; with ``max_bytes``, documents until their size reaches it (the one that crosses
+    it included; none when ``max_bytes <= 0``)."""
+    docs: List[str] = []
+    total = 0
+    if max_bytes is not None and max_bytes <= 0:
+        return docs, total
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            text = json.loads(line)["text"]
+            docs.append(text)
+            total += len(text.encode("utf-8"))
+            if max_bytes is not None and total >= max_bytes:
+                break
+    return docs, total

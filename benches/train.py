@@ -62,11 +62,9 @@ from __future__ import annotations
 
 import argparse
 import gc
-import gzip
 import json
 import os
 import re
-import resource
 import signal
 import subprocess
 import sys
@@ -80,7 +78,7 @@ REPO = BENCHES.parent
 SHARED = Path(os.environ.get("CNFMCE_SHARED", str(REPO.parent / "shared"))).resolve()
 OUT = BENCHES / "out"
 sys.path.insert(0, str(BENCHES))
-from harness import core_sha, f1, f2, table, loadavg, log, machine_info, proc_status_kib, reset_peak_rss, snapshot_package  # noqa: E402
+from harness import WAIT_QUIET, core_sha, read_jsonl_docs, f1, f2, machine_cpu_seconds, own_cpu_seconds, table, wait_quiet, loadavg, log, machine_info, proc_status_kib, reset_peak_rss, snapshot_package  # noqa: E402
 LOGS = OUT / "train-logs"
 
 CATEGORIES = ("en", "sci", "math", "code", "zh", "multi")
@@ -146,22 +144,8 @@ def corpus_path(category: str, split: str) -> Path:
 
 
 def read_docs(category: str, split: str, max_bytes: Optional[int]) -> Tuple[List[str], int]:
-    """The "text" field of each line in file order; with ``max_bytes``, documents until their
-    UTF-8 size reaches ``max_bytes`` (the one that crosses it included)."""
-    docs: List[str] = []
-    total = 0
-    if max_bytes is not None and max_bytes <= 0:
-        return docs, total
-    with gzip.open(corpus_path(category, split), "rt", encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            text = json.loads(line)["text"]
-            docs.append(text)
-            total += len(text.encode("utf-8"))
-            if max_bytes is not None and total >= max_bytes:
-                break
-    return docs, total
+    """Documents of a shared corpus and their UTF-8 bytes (see ``harness.read_jsonl_docs``)."""
+    return read_jsonl_docs(corpus_path(category, split), max_bytes)
 
 
 def training_docs(source: str, max_bytes: Optional[int]) -> Tuple[List[str], Dict[str, int]]:
@@ -178,47 +162,6 @@ def training_docs(source: str, max_bytes: Optional[int]) -> Tuple[List[str], Dic
 
 
 # --- /proc helpers -----------------------------------------------------------------------------------
-
-
-def machine_cpu_seconds() -> Tuple[float, float]:
-    """(busy, steal) CPU seconds of the whole machine since boot, from /proc/stat."""
-    try:
-        with open("/proc/stat") as fh:
-            f = [int(x) for x in fh.readline().split()[1:]]
-    except (OSError, ValueError):
-        return 0.0, 0.0
-    hz = os.sysconf("SC_CLK_TCK")
-    busy = f[0] + f[1] + f[2] + f[5] + f[6]   # user nice system irq softirq
-    steal = f[7] if len(f) > 7 else 0
-    return busy / hz, steal / hz
-
-
-def own_cpu_seconds() -> float:
-    a = resource.getrusage(resource.RUSAGE_SELF)
-    b = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
-
-
-WAIT_QUIET: Dict[str, Any] = {"max_s": 0.0, "log": []}
-
-
-def wait_quiet(what: str, threshold: float = 0.3) -> None:
-    """With --wait-quiet S: wait (up to S seconds) until other processes use less than
-    ``threshold`` cores over a 2-second window."""
-    if WAIT_QUIET["max_s"] <= 0:
-        return
-    t0 = time.perf_counter()
-    while True:
-        b0, own0, w0 = machine_cpu_seconds()[0], own_cpu_seconds(), time.perf_counter()
-        time.sleep(2)
-        other = max(0.0, (machine_cpu_seconds()[0] - b0) - (own_cpu_seconds() - own0)) / (time.perf_counter() - w0)
-        waited = time.perf_counter() - t0
-        if other < threshold or waited >= WAIT_QUIET["max_s"]:
-            WAIT_QUIET["log"].append({"run": what, "waited_s": round(waited, 1),
-                                      "other_cores": round(other, 2), "quiet": other < threshold})
-            if other >= threshold:
-                log(f"{what}: machine still busy ({other:.2f} other cores) after {waited:.0f} s; going on")
-            return
 
 
 # --- trainers (run inside the child) -------------------------------------------------------------------
@@ -581,7 +524,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             write_json(args.json, res)
 
     def one(cfg: Dict[str, Any], trainer: str, eval_: bool, tag: str) -> Dict[str, Any]:
-        wait_quiet(tag)
+        wait_quiet(tag, key="run")
         spec = {"trainer": trainer, "source": cfg["source"], "max_bytes": cfg["max_bytes"],
                 "vocab": cfg["vocab"], "eval": eval_ and not args.no_eval, "test_bytes": test_bytes,
                 "spm_large": args.spm_large_corpus}
