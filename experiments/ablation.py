@@ -15,8 +15,6 @@ Writes docs/results/ablation.{json,md} (quick: experiments/out/quick-results/).
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -131,7 +129,6 @@ def render(res: Dict[str, Any], md: Path) -> None:
     ref = "mce λ=0.05 ε=on"
     lines = [C.header_md(res, "Ablation: boundary penalty λ and token preference ε")]
     lines.append("## Data and parameters\n")
-    made = res["vocab"]["made"] or {}
     lines.append(f"* Vocabulary: mix128k from [compression](compression.md) ({res['vocab']['vocab_size']:,} "
                  f"ids, filtered with the default λ = 0.05, ε on{'; quick: the 8k quick vocabulary' if res['quick'] else ''}). "
                  "Only the encoding options change: `tok.with_options(boundary_penalty=λ, "
@@ -238,20 +235,8 @@ def discussion(res: Dict[str, Any]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--render", action="store_true", help="only rewrite the page from the JSON")
-    ap.add_argument("--no-training", action="store_true", help="skip the training-time λ part")
-    args = ap.parse_args()
-    js, md, _png = C.result_paths(NAME, args.quick)
-    if args.render:
-        res = json.loads(js.read_text())
-    else:
-        res = run(args.quick, not args.no_training)
-        C.write_json(js, res)
-        res = json.loads(js.read_text())
-    render(res, md)
-    print(f"wrote {js}, {md}")
+    C.experiment_main(NAME, __doc__, lambda a: run(a.quick, not a.no_training), render,
+                      flags=[("--no-training", "skip the training-time λ part")])
 
 
 if __name__ == "__main__":

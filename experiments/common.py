@@ -12,6 +12,7 @@ never shows a number that is not in its JSON.
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import gzip
 import json
@@ -21,7 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("CNFMCE_SHARED", REPO.parent / "shared"))
@@ -299,6 +300,33 @@ def result_paths(name: str, quick: bool) -> Tuple[Path, Path, Path]:
     base = (OUT / "quick-results") if quick else RESULTS
     base.mkdir(parents=True, exist_ok=True)
     return base / f"{name}.json", base / f"{name}.md", base / name
+
+
+def experiment_main(name: str, doc: Optional[str],
+                    run: Callable[[argparse.Namespace], Dict[str, Any]],
+                    render: Callable[[Dict[str, Any], Path], None],
+                    plot: Optional[Callable[[Dict[str, Any], Path], None]] = None,
+                    flags: Sequence[Tuple[str, str]] = ()) -> None:
+    """The command line of an experiment script: ``--quick``, ``--render`` (only rewrite the page
+    and plot from the JSON) and the script's own boolean ``flags`` (name, help). Runs
+    ``run(args)``, writes its JSON, then renders the page (and the plot) from the JSON written."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small data and vocabularies (development)")
+    ap.add_argument("--render", action="store_true",
+                    help="only rewrite the page" + (" and plot" if plot else "") + " from the JSON")
+    for flag, help_ in flags:
+        ap.add_argument(flag, action="store_true", help=help_)
+    args = ap.parse_args()
+    js, md, png = result_paths(name, args.quick)
+    if not args.render:
+        write_json(js, run(args))
+    res = json.loads(js.read_text())  # render from what was written
+    written = [str(js), str(md)]
+    if plot is not None:
+        plot(res, png.with_suffix(".png"))
+        written.append(str(png.with_suffix(".png")))
+    render(res, md)
+    print("wrote " + ", ".join(written))
 
 
 # --- markdown -------------------------------------------------------------------------------------

@@ -10,8 +10,6 @@ Writes docs/results/compression.{json,md,png} (quick: experiments/out/quick-resu
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -440,21 +438,8 @@ def discussion(res: Dict[str, Any]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="small data and vocabularies (development)")
-    ap.add_argument("--render", action="store_true", help="only rewrite the page and plot from the JSON")
-    ap.add_argument("--no-same-data-bpe", action="store_true", help="skip the same-data BPE columns")
-    args = ap.parse_args()
-    js, md, png = C.result_paths(NAME, args.quick)
-    if args.render:
-        res = json.loads(js.read_text())
-    else:
-        res = run(args.quick, not args.no_same_data_bpe)
-        C.write_json(js, res)
-        res = json.loads(js.read_text())  # render from what was written
-    plot(res, png.with_suffix(".png"))
-    render(res, md)
-    print(f"wrote {js}, {md}, {png.with_suffix('.png')}")
+    C.experiment_main(NAME, __doc__, lambda a: run(a.quick, not a.no_same_data_bpe), render, plot,
+                      flags=[("--no-same-data-bpe", "skip the same-data BPE columns")])
 
 
 if __name__ == "__main__":

@@ -14,9 +14,7 @@ Writes docs/results/fixed_vocab.{json,md} (quick: experiments/out/quick-results/
 
 from __future__ import annotations
 
-import argparse
 import collections
-import json
 import re
 import sys
 import time
@@ -551,19 +549,7 @@ def discussion(res: Dict[str, Any]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--render", action="store_true", help="only rewrite the page from the JSON")
-    args = ap.parse_args()
-    js, md, _png = C.result_paths(NAME, args.quick)
-    if args.render:
-        res = json.loads(js.read_text())
-    else:
-        res = run(args.quick)
-        C.write_json(js, res)
-        res = json.loads(js.read_text())
-    render(res, md)
-    print(f"wrote {js}, {md}")
+    C.experiment_main(NAME, __doc__, lambda a: run(a.quick), render)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ Writes docs/results/scaling.{json,md,png} (quick: experiments/out/quick-results/
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -412,7 +411,7 @@ def discussion(res: Dict[str, Any]) -> str:
                    "candidates rather than by usage"
                    + (f" ({C.n_(short[-1][1])} of {C.n_(short[-1][2])} at {label(short[-1][0])})"
                       if len(short) > 1 else "")
-                   + f". From there on the point no longer follows the method (its held-out CPT "
+                   + ". From there on the point no longer follows the method (its held-out CPT "
                    "still rises, because those candidates are frequent substrings too); "
                    + (f"{label(last_ok[-1])} is the largest size this text fills." if last_ok else ""))
     else:
@@ -474,20 +473,7 @@ def discussion(res: Dict[str, Any]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--render", action="store_true", help="only rewrite the page and plot from the JSON")
-    args = ap.parse_args()
-    js, md, png = C.result_paths(NAME, args.quick)
-    if args.render:
-        res = json.loads(js.read_text())
-    else:
-        res = run(args.quick)
-        C.write_json(js, res)
-        res = json.loads(js.read_text())
-    plot(res, png.with_suffix(".png"))
-    render(res, md)
-    print(f"wrote {js}, {md}, {png.with_suffix('.png')}")
+    C.experiment_main(NAME, __doc__, lambda a: run(a.quick), render, plot)
 
 
 if __name__ == "__main__":

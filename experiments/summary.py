@@ -258,7 +258,7 @@ def readme_section(res: Dict[str, Any]) -> str:
     out.append("")
     r = res.get("compression")
     if r:
-        im, rs = r["improvement"], r["results"]
+        im = r["improvement"]
         cats = C.CATEGORIES
         w = sum(im[c]["mix128k"]["vs_best_bpe"] > 0 for c in cats) + sum(im[c]["mix250k"]["vs_best_bpe"] > 0 for c in cats)
         out.append("* [Compression](docs/results/compression.md) (Tables 2–3): CNF + MCE has the "
