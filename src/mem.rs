@@ -30,3 +30,16 @@ pub fn advise_huge<T>(v: &Vec<T>) {
         }
     }
 }
+
+/// Asks the CPU to bring the cache line at `p` into L1 ahead of its use. A hint: any address is
+/// allowed, nothing is read or faulted.
+#[inline(always)]
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is a hint; any address is allowed.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}

@@ -21,17 +21,6 @@ pub struct ProbeTable<K: SlotKey> {
     hash: fn(&K) -> u64,
 }
 
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching is a hint; any address is allowed.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 impl<K: SlotKey> ProbeTable<K> {
     pub fn new(hash: fn(&K) -> u64) -> Self {
         ProbeTable { slots: Vec::new(), len: 0, hash }
@@ -87,7 +76,7 @@ impl<K: SlotKey> ProbeTable<K> {
         let n = items.len();
         for k in 0..n {
             if k + DISTANCE < n {
-                prefetch(&self.slots[(items[k + DISTANCE].0 as usize) & mask]);
+                crate::mem::prefetch(&self.slots[(items[k + DISTANCE].0 as usize) & mask]);
             }
             let (h, ref key, c) = items[k];
             let mut i = (h as usize) & mask;
