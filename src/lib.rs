@@ -125,6 +125,16 @@ mod bindings {
     }
 
     impl StrData<'_> {
+        /// About how many UTF-8 bytes the text has (to schedule long texts first).
+        fn utf8_size_hint(&self) -> usize {
+            match self {
+                StrData::Utf8(b) => b.len(),
+                StrData::Ucs1(b) => b.len(),
+                StrData::Ucs2(w) => w.len() * 3,
+                StrData::Ucs4(w) => w.len() * 4,
+            }
+        }
+
         /// The UTF-8 bytes (borrowed for ASCII, else written to `buf`); `Err` on a lone
         /// surrogate, which UTF-8 cannot hold.
         fn utf8<'b>(&'b self, buf: &'b mut Vec<u8>) -> Result<&'b [u8], ()> {
@@ -446,22 +456,20 @@ mod bindings {
             let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
             let m = allowed.map(|a| &a.get().inner);
             let tok = &self.inner;
+            let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
             let run = || -> Result<Vec<Vec<u32>>, usize> {
-                use rayon::prelude::*;
-                datas
-                    .par_iter()
-                    .enumerate()
-                    .with_min_len(1)
-                    .map_init(
-                        || (crate::mce::Scratch::default(), Vec::new()),
-                        |(scratch, buf), (k, d)| {
-                            let bytes = d.utf8(buf).map_err(|_| k)?;
-                            let mut out = Vec::with_capacity(bytes.len() / 4 + 1);
-                            tok.encode_into(bytes, m, scratch, &mut out);
-                            Ok(out)
-                        },
-                    )
-                    .collect()
+                crate::tokenizer::par_map_largest_first(
+                    &sizes,
+                    || (crate::mce::Scratch::default(), Vec::new()),
+                    |(scratch, buf), k| {
+                        let bytes = datas[k].utf8(buf).map_err(|_| k)?;
+                        let mut out = Vec::with_capacity(bytes.len() / 4 + 1);
+                        tok.encode_into(bytes, m, scratch, &mut out);
+                        Ok(out)
+                    },
+                )
+                .into_iter()
+                .collect()
             };
             let all = py.detach(|| {
                 guarded(|| match num_threads {

@@ -5,12 +5,44 @@
 //! pieces (leftmost-longest match among the allowed ones) and each piece is encoded on its own.
 
 use daachorse::{DoubleArrayAhoCorasick, DoubleArrayAhoCorasickBuilder, MatchKind};
-use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use crate::error::{show_bytes, Error};
 use crate::mce::{Encoder, Options, Scratch};
 use crate::vocab::Vocab;
+
+/// `f(state, i)` for every `i < sizes.len()` on all threads of the current rayon pool, results in
+/// index order. Items are handed out one at a time, largest `sizes[i]` first (ties in index
+/// order): with texts of very different lengths, a long text started last would otherwise keep
+/// one thread busy while the others idle. Each thread makes its own `state` with `init`.
+pub fn par_map_largest_first<S, R: Send>(
+    sizes: &[usize],
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, usize) -> R + Sync,
+) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let n = sizes.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| sizes[b].cmp(&sizes[a]));
+    let next = AtomicUsize::new(0);
+    let parts: Vec<Vec<(usize, R)>> = rayon::broadcast(|_| {
+        let mut mine = Vec::new();
+        let mut state = None;
+        loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some(&i) = order.get(k) else { break };
+            let st = state.get_or_insert_with(&init);
+            mine.push((i, f(st, i)));
+        }
+        mine
+    });
+    let mut slots: Vec<Option<R>> = (0..n).map(|_| None).collect();
+    for (i, r) in parts.into_iter().flatten() {
+        slots[i] = Some(r);
+    }
+    // Every index was taken exactly once (the counter hands each out once).
+    slots.into_iter().flatten().collect()
+}
 
 /// Finds allowed special tokens in a text.
 pub struct SpecialMatcher {
@@ -159,22 +191,20 @@ impl Tokenizer {
         out
     }
 
-    /// Encodes every text in parallel (rayon); the result equals `encode` on each.
+    /// Encodes every text in parallel (rayon, longest texts first); the result equals `encode`
+    /// on each.
     pub fn encode_batch<T: AsRef<[u8]> + Sync>(
         &self,
         texts: &[T],
         allowed: Option<&SpecialMatcher>,
     ) -> Vec<Vec<u32>> {
-        texts
-            .par_iter()
-            .with_min_len(1)
-            .map_init(Scratch::default, |scratch, t| {
-                let t = t.as_ref();
-                let mut out = Vec::with_capacity(t.len() / 3 + 1);
-                self.encode_into(t, allowed, scratch, &mut out);
-                out
-            })
-            .collect()
+        let sizes: Vec<usize> = texts.iter().map(|t| t.as_ref().len()).collect();
+        par_map_largest_first(&sizes, Scratch::default, |scratch, i| {
+            let t = texts[i].as_ref();
+            let mut out = Vec::with_capacity(t.len() / 3 + 1);
+            self.encode_into(t, allowed, scratch, &mut out);
+            out
+        })
     }
 
     /// The bytes of one id (regular or special).
@@ -238,6 +268,26 @@ mod tests {
         let b = t.encode_batch(&texts, None);
         for (x, ids) in texts.iter().zip(&b) {
             assert_eq!(&t.encode(x.as_bytes(), None), ids);
+        }
+    }
+
+    #[test]
+    fn largest_first_map_keeps_index_order() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        for n in [0usize, 1, 2, 7, 500] {
+            let sizes: Vec<usize> = (0..n).map(|i| (i * 7919) % 13).collect();
+            let inits = std::sync::atomic::AtomicUsize::new(0);
+            let got = pool.install(|| {
+                par_map_largest_first(
+                    &sizes,
+                    || inits.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                    |_, i| (i, sizes[i]),
+                )
+            });
+            let want: Vec<(usize, usize)> = (0..n).map(|i| (i, sizes[i])).collect();
+            assert_eq!(got, want);
+            // One state per thread that took work, never more than the pool's threads.
+            assert!(inits.into_inner() <= 3.min(n));
         }
     }
 
