@@ -391,6 +391,8 @@ def child_main(spec: Dict[str, Any]) -> Dict[str, Any]:
     kind, name = spec["kind"], spec.get("name", "")
     if kind == "generate":
         return make_synthetic(spec["size"], spec["seed"])
+    if kind == "big":
+        return child_big(spec)
     arg: Any = None
     if kind == "cnfmce-from-tokens":
         arg = read_token_bin(Path(spec["path"]))
@@ -489,6 +491,69 @@ def bench_load(vocabs: Sequence[str], synthetic: Optional[Dict[str, Any]], with_
         log(f"load synthetic {synthetic['size']:,} (from_tokens)")
         out["synthetic"]["from_tokens"] = run_child({"kind": "cnfmce-from-tokens", "name": "synthetic",
                                                      "path": str(bin_path)})
+    return out
+
+
+# --- section 6: big inputs ----------------------------------------------------------------------------
+
+# (how the text is made, size in MB = 10^6 UTF-8 bytes); the first is the reference
+BIG_INPUTS = [("prose", 5), ("prose", 50), ("a", 10), ("a", 50), (" ", 10), ("中", 10), ("\n", 10)]
+
+
+def big_label(how: str, mb: float) -> str:
+    if how == "prose":
+        return f"prose {mb:g} MB"
+    return f"{json.dumps(how, ensure_ascii=False)} x {mb * 1e6 / len(how.encode('utf-8')):,.0f}"
+
+
+def big_text(how: str, mb: float) -> str:
+    """One string of about ``mb`` MB: the six test sets joined and repeated ("prose"), or one
+    character repeated."""
+    n = int(mb * 1e6)
+    if how != "prose":
+        return how * (n // len(how.encode("utf-8")))
+    base = "\n".join("\n".join(load_docs(c)) for c in ALL_CATEGORIES)
+    text = base * (n // len(base.encode("utf-8")) + 1)
+    cut = text.encode("utf-8")[:n].decode("utf-8", errors="ignore")
+    return cut
+
+
+def child_big(spec: Dict[str, Any]) -> Dict[str, Any]:
+    """In a fresh interpreter: one ``encode`` of one big string with MCE on o200k_base; time
+    (best of the repeats) and the peak memory above the input string and the tokenizer."""
+    import cnfmce
+    tok = cnfmce.Tokenizer.from_tiktoken(baselines.vocab_path("o200k_base"))
+    text = big_text(spec["how"], spec["mb"])
+    nbytes = len(text.encode("utf-8"))
+    best = None
+    peak = None
+    ntok = 0
+    for _ in range(spec.get("repeats", 2)):
+        gc.collect()
+        reset_peak_rss()
+        rss0 = proc_status_kib("VmRSS") or 0
+        t0 = time.perf_counter()
+        ids = tok.encode(text)
+        dt = time.perf_counter() - t0
+        hwm = proc_status_kib("VmHWM") or 0
+        ntok = len(ids)
+        if tok.decode(ids) != text:
+            return {"error": "decode(encode(x)) != x"}
+        del ids
+        best = dt if best is None else min(best, dt)
+        peak = (hwm - rss0) if peak is None else max(peak, hwm - rss0)
+    return {"bytes": nbytes, "seconds": best, "mb_s": nbytes / best / 1e6, "tokens": ntok,
+            "peak_delta_mib": (peak or 0) / 1024, "peak_bytes_per_input_byte": (peak or 0) * 1024 / nbytes,
+            "cnfmce_core_sha256": core_sha()}
+
+
+def bench_big(repeats: int, scale: float = 1.0) -> Dict[str, Any]:
+    """Each of BIG_INPUTS (sizes times ``scale``) in its own subprocess; keyed by label."""
+    out: Dict[str, Any] = {}
+    for how, mb in BIG_INPUTS:
+        label = big_label(how, mb * scale)
+        log(f"big input: {label}")
+        out[label] = run_child({"kind": "big", "how": how, "mb": mb * scale, "repeats": repeats})
     return out
 
 
@@ -706,6 +771,28 @@ def report(res: Dict[str, Any]) -> str:
             out.append("\n" + "  \n".join(notes))
         out.append("")
 
+    # 6
+    big = res.get("big")
+    if big:
+        out.append("## 6. Big inputs (one `encode` call each, MCE o200k_base, fresh subprocess)\n")
+        out.append("Linear time and memory: MB/s should not fall with size or with repetitive text, and "
+                   "the peak memory per input byte should stay constant. Peak = VmHWM during the call "
+                   "minus VmRSS before it (input string and tokenizer excluded); it includes the "
+                   "returned list of ints. Time: best of 2; `decode(encode(x)) == x` checked.\n")
+        ref = next(iter(big))
+        prose = big[ref].get("mb_s")
+        rows = []
+        for label, r in big.items():
+            if r.get("error"):
+                rows.append([label, "—", "—", "—", "—", "—", "error: " + r["error"][:80]])
+                continue
+            rows.append([label, f"{r['bytes'] / 1e6:.1f}", f"{r['tokens']:,}", f1(r["mb_s"]),
+                         f2(ratio(r["mb_s"], prose)) + "x", f"{r['peak_delta_mib']:.0f}",
+                         f"{r['peak_bytes_per_input_byte']:.1f}"])
+        out.append(table(["input", "MB", "tokens", "MB/s", f"vs {ref}", "peak MiB",
+                          "peak bytes per input byte"], rows))
+        out.append("")
+
     # targets
     out.append("## Targets\n")
     rows = []
@@ -826,7 +913,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--regen-synthetic", action="store_true",
                     help="regenerate the synthetic vocabulary even when its cache file exists")
     ap.add_argument("--skip", default="",
-                    help="comma-separated sections to skip: throughput, load, synthetic, counts")
+                    help="comma-separated sections to skip: throughput, load, synthetic, counts, big")
     ap.add_argument("--no-baseline-load", action="store_true",
                     help="do not measure tiktoken / HF load time and memory for reference")
     ap.add_argument("--chunk-bytes", type=int, default=0, metavar="N",
@@ -945,10 +1032,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             res["errors"].append(f"counts: {type(e).__name__}: {e}")
             traceback.print_exc()
 
+    if "big" not in skip:
+        wait_quiet("big")
+        watch = CpuWatch()
+        try:
+            res["big"] = bench_big(2, 0.1 if quick else 1.0)
+        except Exception as e:
+            res["errors"].append(f"big: {type(e).__name__}: {e}")
+            traceback.print_exc()
+        res["cpu_use"]["big"] = watch.stop()
+
     sha0 = res["machine"].get("cnfmce_core_sha256")
     ld = res.get("load") or {}
     children = [r for row in ld.get("vocabs", {}).values() for r in row.values()] + \
-        list(ld.get("synthetic", {}).values())
+        list(ld.get("synthetic", {}).values()) + list((res.get("big") or {}).values())
     other = sorted({r["cnfmce_core_sha256"] for r in children
                     if r.get("cnfmce_core_sha256") and r["cnfmce_core_sha256"] != sha0})
     if other:

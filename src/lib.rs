@@ -295,16 +295,7 @@ mod bindings {
             num_threads: Option<usize>,
         ) -> PyResult<Bound<'py, PyList>> {
             let m = allowed.map(|a| &a.get().inner);
-            let all = py.detach(|| {
-                guarded(|| match num_threads {
-                    None | Some(0) => Ok(self.inner.encode_batch(texts, m)),
-                    Some(n) => rayon::ThreadPoolBuilder::new()
-                        .num_threads(n)
-                        .build()
-                        .map(|pool| pool.install(|| self.inner.encode_batch(texts, m)))
-                        .map_err(|e| PyRuntimeError::new_err(format!("cannot start threads: {e}"))),
-                })
-            })??;
+            let all = py.detach(|| guarded(|| in_pool(num_threads, || self.inner.encode_batch(texts, m))))??;
             self.ints.lists(py, &all)
         }
     }
@@ -471,17 +462,9 @@ mod bindings {
                 .into_iter()
                 .collect()
             };
-            let all = py.detach(|| {
-                guarded(|| match num_threads {
-                    None | Some(0) => Ok(run()),
-                    Some(n) => rayon::ThreadPoolBuilder::new()
-                        .num_threads(n)
-                        .build()
-                        .map(|pool| pool.install(run))
-                        .map_err(|e| PyRuntimeError::new_err(format!("cannot start threads: {e}"))),
-                })
-            })??
-            .map_err(|k| surrogate_error(Some(k)))?;
+            let all = py
+                .detach(|| guarded(|| in_pool(num_threads, run)))??
+                .map_err(|k| surrogate_error(Some(k)))?;
             self.ints.lists(py, &all)
         }
 
@@ -595,6 +578,19 @@ mod bindings {
         #[getter]
         fn heap_bytes(&self) -> usize {
             self.inner.vocab().heap_bytes()
+        }
+    }
+
+    /// Runs `f` on the global rayon pool (`num_threads` None or 0) or on a pool of that many
+    /// threads (the batch encoders' `num_threads`).
+    fn in_pool<R: Send>(num_threads: Option<usize>, f: impl FnOnce() -> R + Send) -> PyResult<R> {
+        match num_threads {
+            None | Some(0) => Ok(f()),
+            Some(n) => rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .map(|pool| pool.install(f))
+                .map_err(|e| PyRuntimeError::new_err(format!("cannot start threads: {e}"))),
         }
     }
 
