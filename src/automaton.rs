@@ -1,7 +1,7 @@
 //! A bytewise double-array Aho-Corasick automaton over the reversed tokens, built for large
 //! vocabularies with little memory.
 //!
-//! Layout: one array of 16-byte states `{base, fail, out, check}`. The children of a state with
+//! Layout: one array of 16-byte states `{base, fail, out, check, chain}`. The children of a state with
 //! base `b` sit at `b ^ c` for their byte `c` (XOR keeps them inside one 256-slot block) and hold
 //! `check == c`; bases are unique, so a matching check proves the parent. States without children
 //! point their base at a guard block whose checks match no byte. `out` is the first pattern on
@@ -29,9 +29,11 @@ struct State {
     fail: u32,
     out: u32,
     check: u16,
+    /// Patterns on the chain from `out` (saturating; fits in the padding of the state).
+    chain: u16,
 }
 
-const FREE_STATE: State = State { base: 0, fail: 0, out: NONE, check: EMPTY };
+const FREE_STATE: State = State { base: 0, fail: 0, out: NONE, check: EMPTY, chain: 0 };
 
 /// A pattern: its value (a token id), length, ε, and the next shorter pattern on the chain.
 #[derive(Clone, Copy, Debug)]
@@ -154,7 +156,7 @@ impl Automaton {
         blocks[0].used_base[0] |= 1;
         let mut open: VecDeque<usize> = VecDeque::from([0usize]);
         let mut patterns: Vec<Pattern> = vec![Pattern { eps: 0.0, id: 0, len: 0, next: NONE }; keys.len()];
-        states[0] = State { base: 0, fail: ROOT, out: NONE, check: EMPTY };
+        states[0] = State { base: 0, fail: ROOT, out: NONE, check: EMPTY, chain: 0 };
         let mut root_next = Box::new([ROOT; 256]);
         // The children of the node whose keys are `lo..hi` at `depth`: labels and key ranges.
         let children = |depth: usize, lo: usize, hi: usize, labels: &mut Vec<u8>, ranges: &mut Vec<(u32, u32)>| {
@@ -215,7 +217,7 @@ impl Automaton {
             states[s as usize].base = base;
             for (&c, &(clo, chi)) in labels.iter().zip(ranges.iter()).rev() {
                 let t = base ^ c as u32;
-                states[t as usize] = State { base: 0, fail: ROOT, out: NONE, check: c as u16 };
+                states[t as usize] = State { base: 0, fail: ROOT, out: NONE, check: c as u16, chain: 0 };
                 if s == ROOT {
                     root_next[c as usize] = t;
                 }
@@ -256,16 +258,19 @@ impl Automaton {
                     }
                 };
                 let mut out = states[fail as usize].out;
+                let mut chain = states[fail as usize].chain;
                 if key(clo as usize).len() == d + 1 {
                     // A pattern ends at the child (the first key of its range; at most one).
                     let pi = order[clo as usize];
                     let (id, eps) = values[pi as usize];
                     patterns[pi as usize] = Pattern { eps, id, len: depth + 1, next: out };
                     out = pi;
+                    chain = chain.saturating_add(1);
                 }
                 let st = &mut states[t as usize];
                 st.fail = fail;
                 st.out = out;
+                st.chain = chain;
                 queue.push_back((t, depth + 1, clo, chi));
             }
         }
@@ -322,6 +327,13 @@ impl Automaton {
         unsafe { self.states.get_unchecked(s as usize) }.out
     }
 
+    /// How many patterns match at state `s` (the length of its chain, saturating at 65535).
+    #[inline(always)]
+    pub fn chain_len(&self, s: u32) -> u16 {
+        // SAFETY: s is a valid state.
+        unsafe { self.states.get_unchecked(s as usize) }.chain
+    }
+
     /// Pattern `p` (an index from [`Self::out`] or [`Pattern::next`]).
     #[inline(always)]
     pub fn pattern(&self, p: u32) -> &Pattern {
@@ -356,13 +368,16 @@ mod tests {
             s = a.next(s, c);
             let mut p = a.out(s);
             let mut last = usize::MAX;
+            let mut chain = 0usize;
             while p != NONE {
                 let pat = a.pattern(p);
                 assert!((pat.len as usize) < last, "longest first");
                 last = pat.len as usize;
                 out.push((i + 1 - pat.len as usize, pat.len as usize, pat.id));
+                chain += 1;
                 p = pat.next;
             }
+            assert_eq!(a.chain_len(s) as usize, chain);
         }
         out.sort();
         out

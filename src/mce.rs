@@ -11,6 +11,68 @@ use crate::automaton::NONE;
 use crate::units::unit_starts;
 use crate::vocab::Vocab;
 
+/// Chains with more candidates than this are read into a flat list (see `mce_choices`); prose
+/// rarely has more.
+const LONG_CHAIN: u16 = 8;
+
+/// What decides the cost of a candidate token starting at `i` (see `mce_choices`).
+struct Candidates<'a> {
+    i: usize,
+    s1: usize,
+    s2: usize,
+    start_i: bool,
+    starts: &'a [u8],
+    partial_allowed: bool,
+    base_partial: f64,
+    mask: usize,
+}
+
+/// The best candidate at a position whose chain is long (a run of spaces, dashes, ...). Along a
+/// run the automaton state repeats, so its candidates are read once into the flat list `flat`
+/// (for `flat_state`) and reused, instead of following the chain's links at every position:
+/// same candidates, same order (longest first), same arithmetic as the loop in `mce_choices`.
+#[inline(never)]
+fn long_chain(
+    ac: &crate::automaton::Automaton,
+    state: u32,
+    pref: bool,
+    flat: &mut Vec<(u32, u32, f64)>,
+    flat_state: &mut u32,
+    cx: &Candidates<'_>,
+    dist: &[f64],
+) -> (f64, u32) {
+    if *flat_state != state {
+        flat.clear();
+        let mut p = ac.out(state);
+        while p != NONE {
+            let c = ac.pattern(p);
+            flat.push((c.len, c.id, if pref { c.eps } else { 0.0 }));
+            p = c.next;
+        }
+        *flat_state = state;
+    }
+    let mut best = f64::INFINITY;
+    let mut best_id = 0u32;
+    for &(len, id, eps) in flat.iter() {
+        let j = cx.i + len as usize;
+        // SAFETY: j <= n (matches lie inside the text); starts has n + 1 entries; the dist
+        // index is masked.
+        let base = if j <= cx.s1 || (cx.start_i && unsafe { *cx.starts.get_unchecked(j) } != 0) {
+            1.0
+        } else if j <= cx.s2 && cx.partial_allowed {
+            cx.base_partial
+        } else {
+            continue;
+        };
+        let total = (base + eps) + unsafe { *dist.get_unchecked(j & cx.mask) };
+        if total < best {
+            best = total;
+            best_id = id;
+        }
+    }
+    (best, best_id)
+}
+
 /// The segmentation algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algorithm {
@@ -51,6 +113,8 @@ pub struct Scratch {
     starts: Vec<u8>,
     choice: Vec<u32>,
     dist: Vec<f64>,
+    /// The candidates of the last long chain, flat (see `mce_choices`).
+    flat: Vec<(u32, u32, f64)>,
 }
 
 impl Scratch {
@@ -121,6 +185,7 @@ impl Encoder {
         let starts = &scratch.starts[..];
         let dist = &mut scratch.dist[..];
         let choice = &mut scratch.choice[..];
+        let flat = &mut scratch.flat;
         let vocab = &self.vocab;
         let pref = self.options.token_preference;
         let lambda = self.options.boundary_penalty;
@@ -133,6 +198,8 @@ impl Encoder {
         // u(i, j) == 1 iff j <= s1, and u(i, j) == 2 iff s1 < j <= s2.
         let mut s1 = n;
         let mut s2 = n;
+        // The state whose chain `flat` holds.
+        let mut flat_state = NONE;
         for i in (0..n).rev() {
             // SAFETY (all get_unchecked below): i < n; j = i + len <= n because matches lie
             // inside the consumed text; starts has n + 1 entries; indices into dist are masked.
@@ -141,6 +208,12 @@ impl Encoder {
             let mut best = f64::INFINITY;
             let mut best_id = 0u32;
             let mut p = ac.out(state);
+            if ac.chain_len(state) > LONG_CHAIN {
+                // A long chain (a run of spaces, dashes, ...): see `long_chain`.
+                let cx = Candidates { i, s1, s2, start_i, starts, partial_allowed, base_partial, mask };
+                (best, best_id) = long_chain(ac, state, pref, flat, &mut flat_state, &cx, dist);
+                p = NONE;
+            }
             while p != NONE {
                 let c = ac.pattern(p);
                 p = c.next;
@@ -343,6 +416,43 @@ mod tests {
                 let opt = Options { algorithm: alg, ..Options::default() };
                 let enc = Encoder::new(Vocab::new(toks.clone()).unwrap(), opt);
                 assert_eq!(enc.encode(&text), reference(&toks, &text, opt), "round {round} {alg:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn long_chains_match_reference() {
+        // Runs of one character with tokens of many lengths give chains longer than
+        // LONG_CHAIN, which take the flat-list path; mixed with other pieces so that the
+        // flat list is rebuilt and units vary inside the runs.
+        let mut rng = Rng(0xA0761D6478BD642F);
+        for round in 0..16 {
+            let mut toks: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+            let mut seen: std::collections::HashSet<Vec<u8>> = toks.iter().map(|t| t.1.clone()).collect();
+            for unit in ["a", " ", "-", "中", "é"] {
+                for k in 2..=(12 + rng.below(30)) {
+                    if rng.below(6) == 0 {
+                        continue; // gaps in the run lengths
+                    }
+                    let mut t = unit.repeat(k).into_bytes();
+                    if rng.below(8) == 0 {
+                        t.push(b'b'); // a run followed by something else
+                    }
+                    if seen.insert(t.clone()) {
+                        let id = 256 + rng.below(5000) as u32 * 7 + toks.len() as u32 * 35_000;
+                        toks.push((id, t));
+                    }
+                }
+            }
+            let mut text = Vec::new();
+            while text.len() < 200 + rng.below(2000) {
+                let unit = ["a", " ", "-", "中", "é", "b", "\u{301}", "x"][rng.below(8)];
+                text.extend_from_slice(unit.repeat(1 + rng.below(60)).as_bytes());
+            }
+            for (lam, eps) in [(0.05, true), (0.0, false), (f64::INFINITY, true), (0.3, true)] {
+                let opt = Options { algorithm: Algorithm::Mce, boundary_penalty: lam, token_preference: eps };
+                let enc = Encoder::new(Vocab::new(toks.clone()).unwrap(), opt);
+                assert_eq!(enc.encode(&text), reference(&toks, &text, opt), "round {round} λ {lam} ε {eps}");
             }
         }
     }
