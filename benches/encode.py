@@ -507,12 +507,15 @@ def big_label(how: str, mb: float) -> str:
 
 
 def big_text(how: str, mb: float) -> str:
-    """One string of about ``mb`` MB: the six test sets joined and repeated ("prose"), or one
-    character repeated."""
+    """One string of about ``mb`` MB: the documents of the six test sets, interleaved and
+    repeated ("prose"), or one character repeated."""
     n = int(mb * 1e6)
     if how != "prose":
         return how * (n // len(how.encode("utf-8")))
-    base = "\n".join("\n".join(load_docs(c)) for c in ALL_CATEGORIES)
+    # Documents of the six test sets in turn, so that a prefix has the same mix as the whole.
+    per_cat = [load_docs(c) for c in ALL_CATEGORIES]
+    base = "\n".join(d for k in range(max(map(len, per_cat))) for docs in per_cat if k < len(docs)
+                     for d in (docs[k],))
     text = base * (n // len(base.encode("utf-8")) + 1)
     cut = text.encode("utf-8")[:n].decode("utf-8", errors="ignore")
     return cut
@@ -779,7 +782,9 @@ def report(res: Dict[str, Any]) -> str:
                    "the peak memory per input byte should stay constant. Peak = VmHWM during the call "
                    "minus VmRSS before it (input string and tokenizer excluded); it includes the "
                    "returned list of ints. Time: best of 2; `decode(encode(x)) == x` checked.\n")
-        ref = next(iter(big))
+        # The reference: the largest prose input (one call of the same size class as the runs).
+        ref = max((k for k in big if k.startswith("prose") and big[k].get("mb_s")),
+                  key=lambda k: big[k]["bytes"], default=next(iter(big)))
         prose = big[ref].get("mb_s")
         rows = []
         for label, r in big.items():
