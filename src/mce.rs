@@ -15,6 +15,20 @@ use crate::vocab::Vocab;
 /// rarely has more.
 const LONG_CHAIN: u16 = 8;
 
+/// `1 + p` for the candidate x[i:j] (p of SPEC section 2), or None when it is forbidden; `s1` and
+/// `s2` are the first two unit starts after `i` (see `mce_choices`).
+#[inline(always)]
+fn unit_cost(j: usize, s1: usize, s2: usize, start_i: bool, starts: &[u8], base_partial: Option<f64>) -> Option<f64> {
+    // SAFETY: j <= n (matches lie inside the text) and starts has n + 1 entries.
+    if j <= s1 || (start_i && unsafe { *starts.get_unchecked(j) } != 0) {
+        Some(1.0)
+    } else if j <= s2 {
+        base_partial
+    } else {
+        None
+    }
+}
+
 /// What decides the cost of a candidate token starting at `i` (see `mce_choices`).
 struct Candidates<'a> {
     i: usize,
@@ -22,8 +36,7 @@ struct Candidates<'a> {
     s2: usize,
     start_i: bool,
     starts: &'a [u8],
-    partial_allowed: bool,
-    base_partial: f64,
+    base_partial: Option<f64>,
     mask: usize,
 }
 
@@ -55,15 +68,8 @@ fn long_chain(
     let mut best_id = 0u32;
     for &(len, id, eps) in flat.iter() {
         let j = cx.i + len as usize;
-        // SAFETY: j <= n (matches lie inside the text); starts has n + 1 entries; the dist
-        // index is masked.
-        let base = if j <= cx.s1 || (cx.start_i && unsafe { *cx.starts.get_unchecked(j) } != 0) {
-            1.0
-        } else if j <= cx.s2 && cx.partial_allowed {
-            cx.base_partial
-        } else {
-            continue;
-        };
+        let Some(base) = unit_cost(j, cx.s1, cx.s2, cx.start_i, cx.starts, cx.base_partial) else { continue };
+        // SAFETY: the index is masked to the ring's size.
         let total = (base + eps) + unsafe { *dist.get_unchecked(j & cx.mask) };
         if total < best {
             best = total;
@@ -189,8 +195,8 @@ impl Encoder {
         let vocab = &self.vocab;
         let pref = self.options.token_preference;
         let lambda = self.options.boundary_penalty;
-        let partial_allowed = lambda.is_finite();
-        let base_partial = 1.0 + lambda;
+        // 1 + λ for a two-unit partial crossing; None when λ = ∞ forbids it.
+        let base_partial = lambda.is_finite().then_some(1.0 + lambda);
         // dist[n & mask] = D[n] = 0 (the ring starts zeroed).
         let ac = vocab.automaton();
         let mut state = ac.root();
@@ -210,7 +216,7 @@ impl Encoder {
             let mut p = ac.out(state);
             if ac.chain_len(state) > LONG_CHAIN {
                 // A long chain (a run of spaces, dashes, ...): see `long_chain`.
-                let cx = Candidates { i, s1, s2, start_i, starts, partial_allowed, base_partial, mask };
+                let cx = Candidates { i, s1, s2, start_i, starts, base_partial, mask };
                 (best, best_id) = long_chain(ac, state, pref, flat, &mut flat_state, &cx, dist);
                 p = NONE;
             }
@@ -218,13 +224,7 @@ impl Encoder {
                 let c = ac.pattern(p);
                 p = c.next;
                 let j = i + c.len as usize;
-                let base = if j <= s1 || (start_i && unsafe { *starts.get_unchecked(j) } != 0) {
-                    1.0
-                } else if j <= s2 && partial_allowed {
-                    base_partial
-                } else {
-                    continue;
-                };
+                let Some(base) = unit_cost(j, s1, s2, start_i, starts, base_partial) else { continue };
                 let eps = if pref { c.eps } else { 0.0 };
                 let total = (base + eps) + unsafe { *dist.get_unchecked(j & mask) };
                 if total < best {
