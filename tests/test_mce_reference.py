@@ -595,3 +595,26 @@ def test_very_long_tokens_match_reference():
                         (lam, eps, len(text))
         fmm = cnfmce.Tokenizer.from_tokens(tokens, algorithm="fmm")
         assert fmm.encode_bytes(base) == ref.fmm_encode(vocab, base)
+
+
+def test_runs_on_o200k_match_reference(o200k):
+    """Long runs of one character on o200k_base (a token for every run of 1-128 spaces, dashes up
+    to 112, tabs up to 20, ...): the encoder reads such long candidate chains into a flat list
+    and, when every candidate covers whole units, takes the minimum over arrays by length. The
+    result must be the reference program's, for every option."""
+    vocab = {o200k.id_to_token(i): i for i in range(199998)}
+    rng = random.Random(11)
+    pieces = [" ", "\t", "-", "=", "中", "\n", "a", "é", "*", "x", "def f():", "  # note", "。"]
+    texts = ["    " * 70 + "return x\n", " " * 300 + "y" + " " * 129, "-" * 250 + "\n" + "=" * 200,
+             "中" * 60 + " " * 40, "\t" * 45 + "if x:\n" + "\t" * 3]
+    for _ in range(6):
+        texts.append("".join(rng.choice(pieces) * rng.randrange(1, 160) for _ in range(12)))
+    for text in texts:
+        data = text.encode("utf-8")
+        cands = ref.candidates(vocab, data)
+        starts = ref.unit_starts(data)
+        for lam in (0.05, 0.0, math.inf):
+            for eps in (True, False):
+                tok = o200k.with_options(boundary_penalty=lam, token_preference=eps)
+                want = ref.mce_encode(vocab, data, lam, eps, cands=cands, starts=starts)
+                assert tok.encode_bytes(data) == want, (lam, eps, text[:80])
