@@ -586,11 +586,7 @@ mod bindings {
     fn in_pool<R: Send>(num_threads: Option<usize>, f: impl FnOnce() -> R + Send) -> PyResult<R> {
         match num_threads {
             None | Some(0) => Ok(f()),
-            Some(n) => rayon::ThreadPoolBuilder::new()
-                .num_threads(n)
-                .build()
-                .map(|pool| pool.install(f))
-                .map_err(|e| PyRuntimeError::new_err(format!("cannot start threads: {e}"))),
+            Some(n) => Ok(make_pool(Some(n))?.install(f)),
         }
     }
 
