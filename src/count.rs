@@ -140,40 +140,27 @@ pub trait CountKey: SlotKey + Clone + Eq + Hash + Ord + Send + Sync + 'static {
     }
 }
 
-/// A candidate of up to 15 bytes in two words: bytes big-endian from the top of `hi` on, the
-/// length in the lowest byte of `lo`. Field order makes the derived order bytewise. Two u64s
-/// (not a u128) keep table entries at 24 bytes instead of 32.
+/// A candidate of up to `8 * N - 1` bytes in `N` big-endian words, zero padded, the length in
+/// the lowest byte of the last word. Word compares keep equality and order inline (a byte array
+/// compares through `memcmp`), and the derived order is bytewise. [`K16`] (two words, table
+/// entries of 24 bytes) holds the first round's candidates, [`K32`] the next rounds'.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct K16 {
-    hi: u64,
-    lo: u64,
+pub struct Words<const N: usize> {
+    w: [u64; N],
 }
 
-impl SlotKey for K16 {
+/// Up to 15 bytes.
+pub type K16 = Words<2>;
+/// Up to 31 bytes.
+pub type K32 = Words<4>;
+
+impl<const N: usize> SlotKey for Words<N> {
     fn empty() -> Self {
-        K16 { hi: 0, lo: 0 }
+        Words { w: [0; N] }
     }
     #[inline]
     fn is_empty_key(&self) -> bool {
-        self.lo & 0xFF == 0
-    }
-}
-
-/// A candidate of up to 31 bytes in four big-endian words, zero padded, the length in the
-/// lowest byte of the last word. Word compares keep equality and order inline (a `[u8; 32]`
-/// compares through `memcmp`), and the derived order is bytewise.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct K32 {
-    w: [u64; 4],
-}
-
-impl SlotKey for K32 {
-    fn empty() -> Self {
-        K32 { w: [0; 4] }
-    }
-    #[inline]
-    fn is_empty_key(&self) -> bool {
-        self.w[3] & 0xFF == 0
+        self.w[N - 1] & 0xFF == 0
     }
 }
 
@@ -190,42 +177,26 @@ impl SlotKey for Box<[u8]> {
     }
 }
 
-impl CountKey for K16 {
-    const MAX_LEN: usize = 15;
+impl<const N: usize> CountKey for Words<N> {
+    const MAX_LEN: usize = 8 * N - 1;
     #[inline]
     fn from_bytes(b: &[u8]) -> Self {
-        let mut w = [0u8; 16];
-        w[..b.len()].copy_from_slice(b);
-        w[15] = b.len() as u8;
-        K16 {
-            hi: u64::from_be_bytes(w[..8].try_into().unwrap_or([0; 8])),
-            lo: u64::from_be_bytes(w[8..].try_into().unwrap_or([0; 8])),
+        let mut w = [0u64; N];
+        for (word, chunk) in w.iter_mut().zip(b.chunks(8)) {
+            let mut x = [0u8; 8];
+            x[..chunk.len()].copy_from_slice(chunk);
+            *word = u64::from_be_bytes(x);
         }
+        w[N - 1] |= b.len() as u64;
+        Words { w }
     }
     fn write_bytes(&self, out: &mut Vec<u8>) {
-        let mut w = [0u8; 16];
-        w[..8].copy_from_slice(&self.hi.to_be_bytes());
-        w[8..].copy_from_slice(&self.lo.to_be_bytes());
-        out.extend_from_slice(&w[..w[15] as usize]);
-    }
-}
-
-impl CountKey for K32 {
-    const MAX_LEN: usize = 31;
-    #[inline]
-    fn from_bytes(b: &[u8]) -> Self {
-        let mut k = [0u8; 32];
-        k[..b.len()].copy_from_slice(b);
-        k[31] = b.len() as u8;
-        let word = |i: usize| u64::from_be_bytes(k[8 * i..8 * i + 8].try_into().unwrap_or([0; 8]));
-        K32 { w: [word(0), word(1), word(2), word(3)] }
-    }
-    fn write_bytes(&self, out: &mut Vec<u8>) {
-        let mut k = [0u8; 32];
-        for (i, w) in self.w.iter().enumerate() {
-            k[8 * i..8 * i + 8].copy_from_slice(&w.to_be_bytes());
+        let len = (self.w[N - 1] & 0xFF) as usize;
+        let start = out.len();
+        for word in &self.w {
+            out.extend_from_slice(&word.to_be_bytes());
         }
-        out.extend_from_slice(&k[..k[31] as usize]);
+        out.truncate(start + len);
     }
 }
 
