@@ -40,6 +40,21 @@ struct Candidates<'a> {
     mask: usize,
 }
 
+/// Offers the candidate token `id` = x[i:i+len] (preference `eps`, already 0 when ε is off):
+/// it becomes the best when its total is strictly smaller (candidates come longest first, so
+/// ties keep the larger j).
+#[inline(always)]
+fn offer(cx: &Candidates<'_>, dist: &[f64], len: u32, id: u32, eps: f64, best: &mut f64, best_id: &mut u32) {
+    let j = cx.i + len as usize;
+    let Some(base) = unit_cost(j, cx.s1, cx.s2, cx.start_i, cx.starts, cx.base_partial) else { return };
+    // SAFETY: the index is masked to the ring's size.
+    let total = (base + eps) + unsafe { *dist.get_unchecked(j & cx.mask) };
+    if total < *best {
+        *best = total;
+        *best_id = id;
+    }
+}
+
 /// The best candidate at a position whose chain is long (a run of spaces, dashes, ...). Along a
 /// run the automaton state repeats, so its candidates are read once into the flat list `flat`
 /// (for `flat_state`) and reused, instead of following the chain's links at every position:
@@ -76,7 +91,6 @@ fn long_chain(
         }
         *flat_state = state;
     }
-    let i = cx.i;
     let longest = by_len.len() - 1;
     // Worth it when the lengths are dense enough: the sums cost about a third of a walked
     // candidate each (runs of spaces: 84 tokens over 128 lengths in o200k_base; dashes, 28
@@ -89,14 +103,7 @@ fn long_chain(
     let mut best = f64::INFINITY;
     let mut best_id = 0u32;
     for &(len, id, eps) in flat.iter() {
-        let j = i + len as usize;
-        let Some(base) = unit_cost(j, cx.s1, cx.s2, cx.start_i, cx.starts, cx.base_partial) else { continue };
-        // SAFETY: the index is masked to the ring's size.
-        let total = (base + eps) + unsafe { *dist.get_unchecked(j & cx.mask) };
-        if total < best {
-            best = total;
-            best_id = id;
-        }
+        offer(cx, dist, len, id, eps, &mut best, &mut best_id);
     }
     (best, best_id)
 }
@@ -288,23 +295,16 @@ impl Encoder {
             let mut best = f64::INFINITY;
             let mut best_id = 0u32;
             let mut p = ac.out(state);
+            let cx = Candidates { i, s1, s2, start_i, starts, base_partial, mask };
             if ac.chain_len(state) > LONG_CHAIN {
                 // A long chain (a run of spaces, dashes, ...): see `long_chain`.
-                let cx = Candidates { i, s1, s2, start_i, starts, base_partial, mask };
                 (best, best_id) = long_chain(ac, state, pref, flat, by_len, id_by_len, &mut flat_state, &cx, dist);
                 p = NONE;
             }
             while p != NONE {
                 let c = ac.pattern(p);
                 p = c.next;
-                let j = i + c.len as usize;
-                let Some(base) = unit_cost(j, s1, s2, start_i, starts, base_partial) else { continue };
-                let eps = if pref { c.eps } else { 0.0 };
-                let total = (base + eps) + unsafe { *dist.get_unchecked(j & mask) };
-                if total < best {
-                    best = total;
-                    best_id = c.id;
-                }
+                offer(&cx, dist, c.len, c.id, if pref { c.eps } else { 0.0 }, &mut best, &mut best_id);
             }
             // The one-byte token is never forbidden, so best is finite.
             unsafe {
