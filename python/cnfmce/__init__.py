@@ -7,6 +7,7 @@
 """
 
 from ._core import __version__
+from .corpus import Documents
 from .errors import CnfmceError, CorpusError, TokenizerFileError, UnknownIdError
 from .tokenizer import Tokenizer
 from .training import (DEFAULT_ROUNDS, Counts, count, load_counts, merge_counts, save_counts, train,
@@ -23,6 +24,7 @@ __all__ = [
     "load_counts",
     "merge_counts",
     "DEFAULT_ROUNDS",
+    "Documents",
     "CnfmceError",
     "CorpusError",
     "TokenizerFileError",
