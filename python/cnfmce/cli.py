@@ -8,6 +8,8 @@
     cnfmce encode -t TOKENIZER [INPUT...]     # one JSON list of ids per input document
     cnfmce demo                               # the main job on the small bundled corpus
     cnfmce eval TOKENIZER... --corpus FILE... # metrics table (see cnfmce.evaluate)
+    cnfmce show -t TOKENIZER [-t TOKENIZER ...] [--no-color] [--ids] (TEXT | --file F)
+    cnfmce view -t TOKENIZER [-t TOKENIZER ...] -o PAGE.html (--text TEXT | --file F)
     cnfmce --version
 """
 
@@ -145,6 +147,69 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _viewer_input(args: argparse.Namespace, text: Optional[str]) -> str:
+    from .viewer import read_text_file
+    if (text is None) == (args.file is None):
+        raise ValueError("give the text or --file F (one of them)")
+    return read_text_file(args.file) if args.file is not None else text  # type: ignore[return-value]
+
+
+def _segmentations(args: argparse.Namespace, text: str):
+    from .viewer import load_viewer_encoder, segment
+    segs = []
+    names: dict = {}
+    for spec in args.tokenizer:
+        seg = segment(load_viewer_encoder(spec), text)
+        n = names.get(seg.name, 0)
+        names[seg.name] = n + 1
+        if n:
+            seg.name = f"{seg.name} ({n + 1})"
+        segs.append(seg)
+    return segs
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from .viewer import render_terminal
+    text = _viewer_input(args, args.text)
+    out = render_terminal(_segmentations(args, text), color=not args.no_color, ids=args.ids)
+    sys.stdout.write(out)
+    sys.stdout.flush()
+    return 0
+
+
+def _cmd_view(args: argparse.Namespace) -> int:
+    from .formats import write_bytes_atomic
+    from .viewer import render_html
+    _check_output(args.output)
+    text = _viewer_input(args, args.text)
+    title = args.title or ("cnfmce segmentation of " + os.path.basename(args.file) if args.file
+                           else "cnfmce segmentation")
+    page = render_html(_segmentations(args, text), text, title=title)
+    write_bytes_atomic(args.output, page.encode("utf-8"))
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def _add_viewer_parsers(sub) -> None:
+    tok_help = ("a cnfmce file, a .tiktoken file or a tokenizer.json (cnfmce over that vocabulary); "
+                "or mce:PATH, fmm:PATH, tiktoken:NAME|PATH, hf:PATH, sp:PATH; repeat for side by side")
+    s = sub.add_parser("show", help="show the segmentation of a text in the terminal")
+    s.add_argument("-t", "--tokenizer", action="append", required=True, metavar="TOKENIZER", help=tok_help)
+    s.add_argument("text", nargs="?", default=None, metavar="TEXT", help="the text (or --file)")
+    s.add_argument("--file", default=None, metavar="F", help="read the text from this UTF-8 file")
+    s.add_argument("--no-color", action="store_true", help="no ANSI colours: tokens separated by |")
+    s.add_argument("--ids", action="store_true", help="also print the token ids")
+    s.set_defaults(func=_cmd_show)
+
+    v = sub.add_parser("view", help="write the segmentation as one self-contained HTML page")
+    v.add_argument("-t", "--tokenizer", action="append", required=True, metavar="TOKENIZER", help=tok_help)
+    v.add_argument("-o", "--output", required=True, metavar="PAGE.html", help="the page to write")
+    v.add_argument("--text", default=None, help="the text (or --file)")
+    v.add_argument("--file", default=None, metavar="F", help="read the text from this UTF-8 file")
+    v.add_argument("--title", default=None, help="the page title")
+    v.set_defaults(func=_cmd_view)
+
+
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None, metavar="T", help="worker threads (default: all cores)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
@@ -196,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .eval_cli import add_eval_parser
     add_eval_parser(sub)
+    _add_viewer_parsers(sub)
     return p
 
 
