@@ -16,6 +16,7 @@ from .training import (DEFAULT_ROUNDS, Counts, count, load_counts, merge_counts,
 __all__ = [
     "__version__",
     "Tokenizer",
+    "tokenize_corpus",
     "train",
     "count",
     "train_from_counts",
@@ -30,3 +31,11 @@ __all__ = [
     "TokenizerFileError",
     "UnknownIdError",
 ]
+
+
+def __getattr__(name: str):
+    # Names whose modules need numpy are imported on first use: `import cnfmce` stays light.
+    if name == "tokenize_corpus":
+        from .shards import tokenize_corpus
+        return tokenize_corpus
+    raise AttributeError(f"module 'cnfmce' has no attribute {name!r}")

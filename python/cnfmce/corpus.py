@@ -6,6 +6,10 @@ field ``"text"``), ``.parquet`` (column ``"text"``, needs ``pyarrow``). Files mu
 invalid UTF-8, corrupt compressed data and malformed lines raise
 :class:`cnfmce.errors.CorpusError` naming the file and line.
 
+``field`` (default ``"text"``) names another JSON field / parquet column. ``progress``, when given,
+is called now and then with the number of bytes of the file (as stored, compressed or not) read
+so far, for progress bars with an ETA.
+
 **Paths or documents** — the one rule used by :func:`cnfmce.train`, :func:`cnfmce.count`,
 :func:`cnfmce.train_from_counts` and :func:`iter_documents` (see :func:`classify_inputs`):
 
@@ -42,7 +46,8 @@ import json
 import os
 import zlib
 from pathlib import Path
-from typing import (IO, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union)
+from typing import (IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple,
+                    Union)
 
 from .errors import CorpusError
 
@@ -149,7 +154,7 @@ def classify_inputs(inputs: Any) -> Tuple[str, Any]:
                 if first_doc is None:
                     first_doc = k
             else:
-                raise TypeError(f"input {k} is {type(x).__name__}, expected a str document or a path")
+                raise TypeError(f"document {k} is {type(x).__name__}, expected str (or a path)")
             if first_path is not None and first_doc is not None:
                 raise ValueError(
                     f"inputs mix file paths and documents: item {first_path} "
@@ -258,25 +263,39 @@ class _ZstdReader(io.RawIOBase):
         super().close()
 
 
-def iter_file(path: PathLike) -> Iterator[str]:
-    """Yields the documents of one file (checked with :func:`check_corpus_file` first)."""
-    for doc, _ in iter_file_numbered(path):
+ProgressHook = Optional[Callable[[int], None]]
+_PROGRESS_EVERY = 1 << 20
+
+
+def _raw_tell(raw: Any) -> Callable[[], int]:
+    """The position in the stored file of a reader from :func:`open_binary`."""
+    inner = getattr(raw, "fileobj", None) or getattr(raw, "_fh", None) or raw
+    return inner.tell
+
+
+def iter_file(path: PathLike, field: str = "text", progress: ProgressHook = None) -> Iterator[str]:
+    """Yields the documents of one file (``field``: the JSON field or parquet column), checked
+    with :func:`check_corpus_file` first."""
+    for doc, _ in iter_file_numbered(path, field, progress):
         yield doc
 
 
-def iter_file_numbered(path: PathLike) -> Iterator[Tuple[str, int]]:
+def iter_file_numbered(path: PathLike, field: str = "text",
+                       progress: ProgressHook = None) -> Iterator[Tuple[str, int]]:
     """Yields ``(document, where)`` for one file: ``where`` is the line of a JSON-lines file,
     the row (from 1) of a parquet file, 0 for a text file."""
     p = check_corpus_file(path)
     kind = corpus_kind(p)
     if kind == "parquet":
-        yield from _iter_parquet(p)
+        yield from _iter_parquet(p, field, progress)
     elif kind == "jsonl":
-        for lineno, obj in _iter_jsonl_numbered(p):
-            yield obj["text"], lineno
+        for lineno, obj in _iter_jsonl_numbered(p, field, progress):
+            yield obj[field], lineno
     else:
         with open_binary(p) as fh:
             data = _read_all(fh, p)
+        if progress is not None:
+            progress(os.path.getsize(p))
         try:
             yield data.decode("utf-8"), 0
         except UnicodeDecodeError as e:
@@ -290,24 +309,32 @@ def _read_all(fh: IO[bytes], p: str) -> bytes:
         raise CorpusError(f"{p}: cannot read: truncated or corrupt data ({e})") from None
 
 
-def iter_jsonl_records(p: PathLike) -> Iterator[Dict[str, Any]]:
+def iter_jsonl_records(p: PathLike, field: str = "text",
+                       progress: ProgressHook = None) -> Iterator[Dict[str, Any]]:
     """The JSON objects of a JSON-lines file (blank lines skipped), each checked to hold a
-    ``"text"`` string; errors name the file and line."""
-    for _, obj in _iter_jsonl_numbered(os.fspath(p)):
+    ``field`` string (default ``"text"``); errors name the file and line."""
+    for _, obj in _iter_jsonl_numbered(os.fspath(p), field, progress):
         yield obj
 
 
-def _iter_jsonl_numbered(p: str) -> Iterator[Tuple[int, Dict[str, Any]]]:
+def _iter_jsonl_numbered(p: str, field: str = "text",
+                         progress: ProgressHook = None) -> Iterator[Tuple[int, Dict[str, Any]]]:
     with open_binary(p) as raw:
         fh = io.BufferedReader(raw, 1 << 20) if not isinstance(raw, io.BufferedReader) else raw
-        yield from iter_jsonl_stream(fh, p)
+        tell = _raw_tell(raw) if progress is not None else None
+        yield from iter_jsonl_stream(fh, p, field, progress, tell)
+    if progress is not None:
+        progress(os.path.getsize(p))
 
 
-def iter_jsonl_stream(fh: IO[bytes], name: str) -> Iterator[Tuple[int, Dict[str, Any]]]:
+def iter_jsonl_stream(fh: IO[bytes], name: str, field: str = "text", progress: ProgressHook = None,
+                      tell: Optional[Callable[[], int]] = None
+                      ) -> Iterator[Tuple[int, Dict[str, Any]]]:
     """``(line number, object)`` for each JSON line of the binary stream ``fh`` (blank lines
-    skipped), each object checked to hold a ``"text"`` string; errors are
-    :class:`CorpusError` naming ``name`` and the line."""
+    skipped), each object checked to hold a ``field`` string; errors are :class:`CorpusError`
+    naming ``name`` and the line. ``progress`` is called with ``tell()`` every MB or so."""
     lineno = 0
+    unreported = 0
     while True:
         try:
             line = fh.readline()
@@ -316,6 +343,11 @@ def iter_jsonl_stream(fh: IO[bytes], name: str) -> Iterator[Tuple[int, Dict[str,
                               f"data ({e})") from None
         if not line:
             break
+        if progress is not None and tell is not None:
+            unreported += len(line)
+            if unreported >= _PROGRESS_EVERY:
+                progress(tell())
+                unreported = 0
         lineno += 1
         if not line.strip():
             continue
@@ -327,14 +359,15 @@ def iter_jsonl_stream(fh: IO[bytes], name: str) -> Iterator[Tuple[int, Dict[str,
             raise CorpusError(f"{name}:{lineno}: JSON nested too deeply") from None
         except ValueError as e:
             raise CorpusError(f"{name}:{lineno}: malformed JSON ({e})") from None
-        if not isinstance(obj, dict) or "text" not in obj:
-            raise CorpusError(f"{name}:{lineno}: expected a JSON object with a \"text\" field")
-        if not isinstance(obj["text"], str):
-            raise CorpusError(f"{name}:{lineno}: \"text\" is not a string")
+        if not isinstance(obj, dict) or field not in obj:
+            raise CorpusError(f"{name}:{lineno}: expected a JSON object with a \"{field}\" field")
+        if not isinstance(obj[field], str):
+            raise CorpusError(f"{name}:{lineno}: \"{field}\" is not a string")
         yield lineno, obj
 
 
-def _iter_parquet(p: str) -> Iterator[Tuple[str, int]]:
+def _iter_parquet(p: str, field: str = "text", progress: ProgressHook = None
+                  ) -> Iterator[Tuple[str, int]]:
     try:
         import pyarrow.parquet as pq
     except ImportError as e:  # pragma: no cover - depends on the environment
@@ -343,10 +376,11 @@ def _iter_parquet(p: str) -> Iterator[Tuple[str, int]]:
         pf = pq.ParquetFile(p)
     except Exception as e:  # pyarrow raises its own error types
         raise CorpusError(f"{p}: not a readable parquet file ({e})") from None
-    if "text" not in pf.schema_arrow.names:
-        raise CorpusError(f"{p}: no \"text\" column (columns: {pf.schema_arrow.names})")
+    if field not in pf.schema_arrow.names:
+        raise CorpusError(f"{p}: no \"{field}\" column (columns: {pf.schema_arrow.names})")
+    rows = max(1, pf.metadata.num_rows)
     row = 0
-    batches = pf.iter_batches(columns=["text"], batch_size=4096)
+    batches = pf.iter_batches(columns=[field], batch_size=4096)
     while True:
         try:
             batch = next(batches)
@@ -360,25 +394,28 @@ def _iter_parquet(p: str) -> Iterator[Tuple[str, int]]:
             if t is None:
                 continue
             if not isinstance(t, str):
-                raise CorpusError(f"{p}: row {row}: \"text\" is {type(t).__name__}, not a string")
+                raise CorpusError(f"{p}: row {row}: \"{field}\" is {type(t).__name__}, not a string")
             yield t, row
+        if progress is not None:
+            progress(os.path.getsize(p) * row // rows)
 
 
-def iter_documents(inputs: Inputs) -> Iterator[str]:
+def iter_documents(inputs: Inputs, field: str = "text") -> Iterator[str]:
     """Yields documents from a path, a list of paths, or an iterable of strings (the module's
-    paths-or-documents rule)."""
-    for doc, _, _ in iter_documents_located(inputs):
+    paths-or-documents rule; ``field``: the JSON field or parquet column of files)."""
+    for doc, _, _ in iter_documents_located(inputs, field):
         yield doc
 
 
-def iter_documents_located(inputs: Inputs) -> Iterator[Tuple[str, Optional[str], int]]:
+def iter_documents_located(inputs: Inputs, field: str = "text"
+                           ) -> Iterator[Tuple[str, Optional[str], int]]:
     """Yields ``(document, path, n)``: ``n`` is the line of a JSON-lines file, the row of a
     parquet file, 0 for a text file, and the document's index when ``path`` is None (in-memory
     inputs); :func:`describe_location` makes the words for an error message."""
     kind, items = classify_inputs(inputs)
     if kind == "paths":
         for p in items:
-            for doc, n in iter_file_numbered(p):
+            for doc, n in iter_file_numbered(p, field):
                 yield doc, p, n
         return
     for k, doc in enumerate(items):

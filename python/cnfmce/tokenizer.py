@@ -10,11 +10,14 @@ import math
 import numbers
 import os
 import re
-from typing import (AbstractSet, Any, Collection, Dict, Iterable, List, Literal, Mapping,
-                    Optional, Sequence, Tuple, Union)
+from typing import (TYPE_CHECKING, AbstractSet, Any, Collection, Dict, Iterable, List, Literal,
+                    Mapping, Optional, Sequence, Tuple, Union, overload)
 
 from . import _core
 from . import formats
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 from .errors import TokenizerFileError, UnknownIdError
 
 __all__ = ["Tokenizer", "AllowedSpecial", "DisallowedSpecial", "useful_threads", "max_threads"]
@@ -367,12 +370,31 @@ class Tokenizer:
                 self._raise_disallowed(m.group().decode("utf-8", "replace"), "the data")
         return self._core.encode_bytes(data, matcher)
 
+    @overload
+    def encode_batch(self, texts: Sequence[str], *, allowed_special: AllowedSpecial = ...,
+                     disallowed_special: DisallowedSpecial = ...,
+                     num_threads: Optional[int] = ..., return_numpy: Literal[False] = ...
+                     ) -> List[List[int]]: ...
+
+    @overload
+    def encode_batch(self, texts: Sequence[str], *, allowed_special: AllowedSpecial = ...,
+                     disallowed_special: DisallowedSpecial = ...,
+                     num_threads: Optional[int] = ..., return_numpy: Literal[True]
+                     ) -> Tuple["np.ndarray", "np.ndarray"]: ...
+
     def encode_batch(self, texts: Sequence[str], *, allowed_special: AllowedSpecial = frozenset(),
                      disallowed_special: DisallowedSpecial = (),
-                     num_threads: Optional[int] = None) -> List[List[int]]:
+                     num_threads: Optional[int] = None, return_numpy: bool = False) -> Any:
         """Encodes many texts in parallel (all cores, or ``num_threads``); equal to ``encode`` on
         each text. ``num_threads`` above what can help (:func:`useful_threads`: the number of
-        texts, and four times the CPUs) is lowered to it."""
+        texts, and four times the CPUs) is lowered to it; ``allowed_special`` and
+        ``disallowed_special`` as in :meth:`encode`.
+
+        With ``return_numpy=True`` the result is ``(ids, starts)``: one flat ``uint32`` numpy
+        array of all ids and an ``int64`` array of ``len(texts) + 1`` starts, text ``k``'s ids
+        being ``ids[starts[k]:starts[k + 1]]``. No Python int is created per token (the fast
+        path for tokenizing corpora, see :func:`cnfmce.tokenize_corpus`); both arrays are
+        writable and own their memory."""
         if isinstance(texts, (str, bytes)):
             raise TypeError("encode_batch takes a list of str, not a single string")
         texts = list(texts)
@@ -387,6 +409,10 @@ class Tokenizer:
                 m = pats[0].search(t)
                 if m:
                     self._raise_disallowed(m.group(), f"text {k}")
+        if return_numpy:
+            import numpy as np
+            ids, starts = self._core.encode_batch_flat(texts, matcher, threads)
+            return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(starts, dtype=np.int64)
         return self._core.encode_batch(texts, matcher, threads)
 
     def encode_bytes_batch(self, items: Sequence[bytes], *, num_threads: Optional[int] = None
