@@ -91,9 +91,11 @@ EOS_NAMES = ("<|endoftext|>", "<|end_of_text|>", "<\uff5cend\u2581of\u2581senten
 # small enough that reading, encoding and writing overlap finely.
 BATCH_CHARS = 4 << 20
 _LLMC_MAX_TOKENS = 2**31 - 1
-_LLMC_HEADER = {np.dtype(np.uint16): (20240520, 1), np.dtype(np.uint32): (20240801, 7)}
+# Token dtypes of the files, always little-endian.
+_U16, _U32, _I32 = np.dtype("<u2"), np.dtype("<u4"), np.dtype("<i4")
+_LLMC_HEADER = {_U16.str: (20240520, 1), _U32.str: (20240801, 7)}
 _MEGATRON_HEADER = b"MMIDIDX\x00\x00"
-_MEGATRON_CODE = {np.dtype(np.uint16): 8, np.dtype(np.int32): 4}
+_MEGATRON_CODE = {_U16.str: 8, _I32.str: 4}
 _NPY_HEADER_BYTES = 128
 _INPUT_SUFFIXES = (".txt", ".txt.gz", ".md", ".text", ".parquet", ".jsonl", ".jsonl.gz",
                    ".jsonl.zst", ".json.gz", ".ndjson")
@@ -183,17 +185,17 @@ def _choose_dtype(fmt: str, bound: int, dtype: str) -> np.dtype:
     if dtype == "uint16" and bound > 2**16:
         raise ShardsError(f"the vocabulary has ids up to {bound - 1:,}, too many for uint16 "
                           f"tokens (at most 65,536 ids); use dtype uint32")
-    dt = np.dtype(np.uint16) if dtype == "uint16" else np.dtype(np.uint32)
-    if fmt == "megatron" and dt == np.uint32:
+    dt = _U16 if dtype == "uint16" else _U32
+    if fmt == "megatron" and dt == _U32:
         if bound > 2**31:
             raise ShardsError(f"ids up to {bound - 1:,} do not fit Megatron's int32 tokens "
                               "(Megatron-LM's index has no unsigned 32-bit dtype)")
-        dt = np.dtype(np.int32)
+        dt = _I32
     return dt
 
 
 def _dtype_name(dt: np.dtype) -> str:
-    return str(np.dtype(dt))
+    return {_U16.str: "uint16", _U32.str: "uint32", _I32.str: "int32"}[dt.str]
 
 
 def _tokenizer_hash(tok: Any) -> str:
@@ -265,7 +267,7 @@ class _Shard:
         lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, dtype=np.int64)
         fh = self.fh
         if self.fmt == "llmc":
-            magic, version = _LLMC_HEADER[self.dt]
+            magic, version = _LLMC_HEADER[self.dt.str]
             header = np.zeros(256, dtype="<i4")
             header[:3] = (magic, version, self.tokens)
             fh.seek(0)
@@ -285,7 +287,7 @@ class _Shard:
             with open(self.tmp[self.final[1]], "wb") as ix:
                 ix.write(_MEGATRON_HEADER)
                 ix.write(struct.pack("<Q", 1))
-                ix.write(struct.pack("<B", _MEGATRON_CODE[self.dt]))
+                ix.write(struct.pack("<B", _MEGATRON_CODE[self.dt.str]))
                 ix.write(struct.pack("<Q", len(lengths)))
                 ix.write(struct.pack("<Q", len(lengths) + 1))
                 ix.write(lengths.astype("<i4").tobytes())
