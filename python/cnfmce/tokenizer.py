@@ -315,6 +315,22 @@ class Tokenizer:
             raise TypeError(f"token must be bytes, got {type(token).__name__}")
         return self._core.token_to_id(token)
 
+    # --- transformers ---------------------------------------------------------------------------
+
+    def to_transformers(self, **kwargs: Any) -> Any:
+        """This tokenizer as a ``transformers`` tokenizer (:class:`cnfmce.hf.CnfmceTokenizer`;
+        needs ``pip install "cnfmce[hf]"``).
+
+        Keyword arguments are the tokenizer's settings: ``bos_token``, ``eos_token``, ``pad_token``,
+        ``unk_token``, ``extra_special_tokens`` (strings that are special tokens here keep their
+        ids, new ones get the next free ids), ``add_bos_token`` / ``add_eos_token``,
+        ``chat_template``, ``model_max_length``, ``padding_side``, ... ``save_pretrained(dir)``
+        on the result writes a directory that ``transformers.AutoTokenizer.from_pretrained(dir,
+        trust_remote_code=True)`` loads.
+        """
+        from .hf import CnfmceTokenizer
+        return CnfmceTokenizer(tokenizer=self, **kwargs)
+
     # --- properties ---------------------------------------------------------------------------
 
     @property
