@@ -414,10 +414,6 @@ impl Cands {
         self.items.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
     #[inline]
     pub fn push(&mut self, k: &[u8], c: u64) {
         self.items.push((c, self.data.len(), k.len() as u32));
