@@ -77,7 +77,7 @@ impl PyCoreTokenizer {
         let m = allowed.map(|a| &a.get().inner);
         let run = || self.inner.encode_with_offsets(data, m, unit);
         let (ids, offs) = if data.len() < DETACH_BYTES { guarded(run)? } else { py.detach(|| guarded(run))? };
-        Ok((self.ints.list(py, &ids)?, super::offsets::spans(py, &offs)?))
+        Ok((self.ints.list(py, &ids)?, super::offsets::spans(py, &self.ints, &offs)?))
     }
 
     fn batch<'py, T: AsRef<[u8]> + Sync>(
