@@ -181,16 +181,20 @@ class CnfmceTokenizer(PreTrainedTokenizer):
         self._add_eos = add_eos_token
         self._tables: Optional[Tuple[List[Optional[str]], Dict[str, int]]] = None
         self._all_matcher_cache: Dict[bool, Any] = {}
+        # Every core special token is an added token; the saved configuration says which of them
+        # are "special" for transformers (tokens from add_tokens(..., special_tokens=False) are not).
+        saved = {int(i): v for i, v in (kwargs.pop("added_tokens_decoder", None) or {}).items()
+                 if isinstance(v, AddedToken)}
         self._added_tokens_decoder = {
-            i: AddedToken(s, special=True, normalized=False, lstrip=False, rstrip=False, single_word=False)
+            i: saved.get(i) or AddedToken(s, special=True, normalized=False, lstrip=False, rstrip=False,
+                                          single_word=False)
             for s, i in sorted(tokenizer.special_tokens.items(), key=lambda kv: kv[1])}
-        kwargs.pop("added_tokens_decoder", None)
         super().__init__(add_bos_token=add_bos_token, add_eos_token=add_eos_token, **kwargs)
         # The core's other special tokens are special here too (all_special_ids, skip_special_tokens).
         named = set(self.all_special_tokens)
-        for s, i in sorted(tokenizer.special_tokens.items(), key=lambda kv: kv[1]):
-            if s not in named:
-                self._extra_special_tokens.append(self._added_tokens_decoder[i])
+        for i, t in self._added_tokens_decoder.items():
+            if t.special and t.content not in named:
+                self._extra_special_tokens.append(t)
         self._auto_map = dict(_AUTO_MAP)
         for flag, key in ((add_bos_token, "bos_token"), (add_eos_token, "eos_token")):
             if flag and getattr(self, key) is None:
