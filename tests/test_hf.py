@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +20,6 @@ from cnfmce.hf import MODULE_FILE, VOCAB_FILE, CnfmceTokenizer  # noqa: E402
 from conftest import shared_path  # noqa: E402
 from test_roundtrip_corpora import load_docs  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 # --- tokenizers --------------------------------------------------------------------------------
@@ -137,8 +135,7 @@ def test_save_load_identical_and_copied_directory(saved, tmp_path):
         "tok = transformers.AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)\n"
         "docs = json.loads(sys.stdin.read())\n"
         "print(json.dumps([type(tok).__name__, tok(docs)['input_ids']]))\n")
-    env = dict(os.environ, HF_MODULES_CACHE=str(tmp_path / "modules"), HF_HUB_OFFLINE="1",
-               PYTHONPATH=os.pathsep.join([str(REPO / "python"), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, HF_MODULES_CACHE=str(tmp_path / "modules"), HF_HUB_OFFLINE="1")
     r = subprocess.run([sys.executable, "-c", script, str(copy)], input=json.dumps(docs),
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
