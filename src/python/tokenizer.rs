@@ -2,7 +2,7 @@
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString};
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyString};
 
 use super::ints::IdInts;
 use super::text::{str_data, surrogate_error, StrData};
@@ -78,6 +78,51 @@ impl PyCoreTokenizer {
         let run = || self.inner.encode_with_offsets(data, m, unit);
         let (ids, offs) = if data.len() < DETACH_BYTES { guarded(run)? } else { py.detach(|| guarded(run))? };
         Ok((self.ints.list(py, &ids)?, super::offsets::spans(py, &self.ints, &offs)?))
+    }
+
+    /// The ids of each text, encoded in parallel (longest first) with the GIL released; the
+    /// UTF-8 of each str is read in the workers.
+    fn encode_strs(
+        &self,
+        py: Python<'_>,
+        texts: &[Bound<'_, PyString>],
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Vec<Vec<u32>>> {
+        let m = allowed.map(|a| &a.get().inner);
+        self.map_strs(py, texts, num_threads, |tok, bytes, scratch| {
+            let mut out = Vec::with_capacity(bytes.len() / 4 + 1);
+            tok.encode_into(bytes, m, scratch, &mut out);
+            out
+        })
+    }
+
+    /// `f(tokenizer, utf8, scratch)` for each text, in parallel (longest first) with the GIL
+    /// released; the UTF-8 of each str is made in the workers. A lone surrogate is a ValueError
+    /// naming the text.
+    fn map_strs<R: Send>(
+        &self,
+        py: Python<'_>,
+        texts: &[Bound<'_, PyString>],
+        num_threads: Option<usize>,
+        f: impl Fn(&Tokenizer, &[u8], &mut crate::mce::Scratch) -> R + Sync,
+    ) -> PyResult<Vec<R>> {
+        let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
+        let tok = &self.inner;
+        let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
+        let run = || -> Result<Vec<R>, usize> {
+            crate::tokenizer::par_map_largest_first(
+                &sizes,
+                || (crate::mce::Scratch::default(), Vec::new()),
+                |(scratch, buf), k| {
+                    let bytes = datas[k].utf8(buf).map_err(|_| k)?;
+                    Ok(f(tok, bytes, scratch))
+                },
+            )
+            .into_iter()
+            .collect()
+        };
+        py.detach(|| guarded(|| in_pool(num_threads, run)))??.map_err(|k| surrogate_error(Some(k)))
     }
 
     fn batch<'py, T: AsRef<[u8]> + Sync>(
@@ -237,28 +282,45 @@ impl PyCoreTokenizer {
         allowed: Option<&Bound<'_, PySpecialMatcher>>,
         num_threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
-        let m = allowed.map(|a| &a.get().inner);
-        let tok = &self.inner;
-        let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
-        let run = || -> Result<Vec<Vec<u32>>, usize> {
-            crate::tokenizer::par_map_largest_first(
-                &sizes,
-                || (crate::mce::Scratch::default(), Vec::new()),
-                |(scratch, buf), k| {
-                    let bytes = datas[k].utf8(buf).map_err(|_| k)?;
-                    let mut out = Vec::with_capacity(bytes.len() / 4 + 1);
-                    tok.encode_into(bytes, m, scratch, &mut out);
-                    Ok(out)
-                },
-            )
-            .into_iter()
-            .collect()
-        };
-        let all = py
-            .detach(|| guarded(|| in_pool(num_threads, run)))??
-            .map_err(|k| surrogate_error(Some(k)))?;
+        let all = self.encode_strs(py, &texts, allowed, num_threads)?;
         self.ints.lists(py, &all)
+    }
+
+    /// `encode_batch` with the ids of all texts in one flat buffer: (ids, starts) as two
+    /// bytearrays of native-endian u32 ids and i64 document starts (len(texts) + 1 of them;
+    /// text k's ids are ids[starts[k]..starts[k + 1]]). No Python int is made per token; the
+    /// Python side wraps both with numpy.frombuffer (no copy).
+    #[pyo3(signature = (texts, allowed=None, num_threads=None))]
+    fn encode_batch_flat<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<Bound<'_, PyString>>,
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyByteArray>)> {
+        let all = self.encode_strs(py, &texts, allowed, num_threads)?;
+        let total: usize = all.iter().map(Vec::len).sum();
+        let ids = PyByteArray::new_with(py, total * 4, |buf| {
+            let mut at = 0;
+            for doc in &all {
+                for (dst, id) in buf[at..at + doc.len() * 4].chunks_exact_mut(4).zip(doc) {
+                    dst.copy_from_slice(&id.to_ne_bytes());
+                }
+                at += doc.len() * 4;
+            }
+            Ok(())
+        })?;
+        let starts = PyByteArray::new_with(py, (all.len() + 1) * 8, |buf| {
+            let mut at = 0i64;
+            for (k, dst) in buf.chunks_exact_mut(8).enumerate() {
+                dst.copy_from_slice(&at.to_ne_bytes());
+                if k < all.len() {
+                    at += all[k].len() as i64;
+                }
+            }
+            Ok(())
+        })?;
+        Ok((ids, starts))
     }
 
     #[pyo3(signature = (items, allowed=None, num_threads=None))]
@@ -307,29 +369,13 @@ impl PyCoreTokenizer {
         allowed: Option<&Bound<'_, PySpecialMatcher>>,
         num_threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
         let m = allowed.map(|a| &a.get().inner);
-        let tok = &self.inner;
-        let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
-        type Item = (Vec<u32>, Vec<(usize, usize)>);
-        let run = || -> Result<Vec<Item>, usize> {
-            crate::tokenizer::par_map_largest_first(
-                &sizes,
-                || (crate::mce::Scratch::default(), Vec::new()),
-                |(scratch, buf), k| {
-                    let bytes = datas[k].utf8(buf).map_err(|_| k)?;
-                    let mut ids = Vec::with_capacity(bytes.len() / 4 + 1);
-                    tok.encode_into(bytes, m, scratch, &mut ids);
-                    let offs = tok.offsets(bytes, &ids, OffsetUnit::Char).expect("encode tiles its text");
-                    Ok((ids, offs))
-                },
-            )
-            .into_iter()
-            .collect()
-        };
-        let all = py
-            .detach(|| guarded(|| in_pool(num_threads, run)))??
-            .map_err(|k| surrogate_error(Some(k)))?;
+        let all = self.map_strs(py, &texts, num_threads, |tok, bytes, scratch| {
+            let mut ids = Vec::with_capacity(bytes.len() / 4 + 1);
+            tok.encode_into(bytes, m, scratch, &mut ids);
+            let offs = tok.offsets(bytes, &ids, OffsetUnit::Char).expect("encode tiles its text");
+            (ids, offs)
+        })?;
         super::offsets::pairs(py, &self.ints, &all)
     }
 
