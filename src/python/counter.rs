@@ -3,13 +3,13 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
-use super::util::{guarded, make_pool, str_bytes, to_py};
+use super::util::{guarded, str_bytes, to_py, ForkSafePool};
 
 /// CNF counting over rounds (Algorithm 1); the Python side feeds batches of documents.
 #[pyclass(module = "cnfmce._core", name = "Counter", frozen)]
 pub(crate) struct PyCounter {
     inner: std::sync::Mutex<crate::count::Counter>,
-    pool: rayon::ThreadPool,
+    pool: ForkSafePool,
 }
 
 impl PyCounter {
@@ -37,13 +37,17 @@ impl PyCounter {
             .collect();
         let c = crate::count::Counter::new(rounds, raw_vocab_size, budget, tmp_dir)
             .map_err(|e| to_py(py, e))?;
-        Ok(PyCounter { inner: std::sync::Mutex::new(c), pool: make_pool(num_threads)? })
+        if num_threads == Some(0) {
+            return Err(pyo3::exceptions::PyValueError::new_err("num_threads must be positive"));
+        }
+        Ok(PyCounter { inner: std::sync::Mutex::new(c), pool: ForkSafePool::new(num_threads) })
     }
 
     fn begin_round(&self, py: Python<'_>) -> PyResult<()> {
         let mut g = self.lock();
         let c = &mut *g;
-        py.detach(|| guarded(|| c.begin_round()))?.map_err(|e| to_py(py, e))
+        let pool = &self.pool;
+        py.detach(|| guarded(|| pool.install(|| c.begin_round())))??.map_err(|e| to_py(py, e))
     }
 
     /// Counts a batch of documents with the GIL released.
@@ -52,7 +56,7 @@ impl PyCounter {
         let mut g = self.lock();
         let c = &mut *g;
         let pool = &self.pool;
-        py.detach(|| guarded(|| pool.install(|| c.add(&bytes))))?.map_err(|e| to_py(py, e))
+        py.detach(|| guarded(|| pool.install(|| c.add(&bytes))))??.map_err(|e| to_py(py, e))
     }
 
     /// Ends the round; returns its statistics as a dict.
@@ -60,7 +64,7 @@ impl PyCounter {
         let mut g = self.lock();
         let c = &mut *g;
         let pool = &self.pool;
-        let st = py.detach(|| guarded(|| pool.install(|| c.end_round())))?.map_err(|e| to_py(py, e))?;
+        let st = py.detach(|| guarded(|| pool.install(|| c.end_round())))??.map_err(|e| to_py(py, e))?;
         let d = pyo3::types::PyDict::new(py);
         d.set_item("distinct", st.distinct)?;
         d.set_item("retained", st.retained)?;
@@ -82,9 +86,9 @@ impl PyCounter {
     }
 
     /// The raw vocabulary: (tokens, counts), best first.
-    fn result<'py>(&self, py: Python<'py>) -> (Vec<Bound<'py, PyBytes>>, Vec<u64>) {
+    fn result<'py>(&self, py: Python<'py>) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<u64>)> {
         let c = self.lock();
-        let r = c.result();
-        (r.iter().map(|(k, _)| PyBytes::new(py, k)).collect(), r.iter().map(|e| e.1).collect())
+        let r = self.pool.install(|| c.result())?;
+        Ok((r.iter().map(|(k, _)| PyBytes::new(py, k)).collect(), r.iter().map(|e| e.1).collect()))
     }
 }

@@ -5,14 +5,14 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
 use super::counter::PyCounter;
-use super::util::{guarded, make_pool, str_bytes, to_py};
+use super::util::{guarded, str_bytes, to_py, ForkSafePool};
 use crate::mce::{Algorithm, Options};
 
 /// CNF filtering: usage counts of the raw vocabulary under MCE.
 #[pyclass(module = "cnfmce._core", name = "Filter", frozen)]
 pub(crate) struct PyFilter {
     inner: std::sync::Mutex<crate::filter::Filter>,
-    pool: rayon::ThreadPool,
+    pool: ForkSafePool,
 }
 
 impl PyFilter {
@@ -29,7 +29,10 @@ impl PyFilter {
             return Err(PyValueError::new_err("boundary_penalty must be >= 0"));
         }
         let options = Options { algorithm: Algorithm::Mce, boundary_penalty, token_preference };
-        let pool = make_pool(num_threads)?;
+        if num_threads == Some(0) {
+            return Err(PyValueError::new_err("num_threads must be positive"));
+        }
+        let pool = ForkSafePool::new(num_threads);
         let f = py
             .detach(|| {
                 guarded(|| {
@@ -38,7 +41,7 @@ impl PyFilter {
                         crate::filter::Filter::new(raw, options)
                     })
                 })
-            })?
+            })??
             .map_err(|e| to_py(py, e))?;
         Ok(PyFilter { inner: std::sync::Mutex::new(f), pool })
     }
@@ -96,7 +99,7 @@ impl PyFilter {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let f = &mut *g;
         let pool = &self.pool;
-        py.detach(|| guarded(|| pool.install(|| f.add(&bytes))))
+        py.detach(|| guarded(|| pool.install(|| f.add(&bytes))))?
     }
 
     /// (tokens produced, bytes encoded) so far.
@@ -112,7 +115,7 @@ impl PyFilter {
     /// The k tokens of the final vocabulary in id order: (tokens, usage, raw ids).
     fn select<'py>(&self, py: Python<'py>, k: usize) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<u64>, Vec<u32>)> {
         let f = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let sel = f.select(k).map_err(|e| to_py(py, e))?;
+        let sel = self.pool.install(|| f.select(k))?.map_err(|e| to_py(py, e))?;
         Ok((
             sel.iter().map(|s| PyBytes::new(py, &s.token)).collect(),
             sel.iter().map(|s| s.usage).collect(),
