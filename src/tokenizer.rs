@@ -4,6 +4,8 @@
 //! Special tokens are not part of the MCE vocabulary. When allowed, they cut the text into
 //! pieces (leftmost-longest match among the allowed ones) and each piece is encoded on its own.
 
+use std::convert::Infallible;
+
 use daachorse::{DoubleArrayAhoCorasick, DoubleArrayAhoCorasickBuilder, MatchKind};
 use rustc_hash::FxHashMap;
 
@@ -72,18 +74,12 @@ pub struct Tokenizer {
 
 impl Tokenizer {
     /// `tokens`: the regular vocabulary as `(id, bytes)`; `specials`: `(bytes, id)` pairs whose ids
-    /// must not be regular ids.
+    /// must not be regular ids. `options` were checked when they were made.
     pub fn new(
         tokens: Vec<(u32, Vec<u8>)>,
         mut specials: Vec<(Vec<u8>, u32)>,
         options: Options,
     ) -> Result<Self, Error> {
-        if options.boundary_penalty.is_nan() || options.boundary_penalty < 0.0 {
-            return Err(Error::Value(format!(
-                "boundary_penalty must be a number >= 0 (or infinity to forbid partial crossings), got {}",
-                options.boundary_penalty
-            )));
-        }
         let vocab = Vocab::new(tokens)?;
         specials.sort_by_key(|s| s.1);
         let mut special_index = FxHashMap::default();
@@ -199,12 +195,39 @@ impl Tokenizer {
         allowed: Option<&SpecialMatcher>,
     ) -> Vec<Vec<u32>> {
         let sizes: Vec<usize> = texts.iter().map(|t| t.as_ref().len()).collect();
-        par_map_largest_first(&sizes, Scratch::default, |scratch, i| {
-            let t = texts[i].as_ref();
-            let mut out = Vec::with_capacity(t.len() / 3 + 1);
-            self.encode_into(t, allowed, scratch, &mut out);
-            out
-        })
+        let all = self.encode_batch_with(&sizes, allowed, |i, _| Ok::<_, Infallible>(Some(texts[i].as_ref())));
+        match all {
+            Ok(all) => all,
+            Err((_, never)) => match never {},
+        }
+    }
+
+    /// [`Tokenizer::encode_batch`] over items that are turned into bytes in the worker threads:
+    /// `text(i, buf)` gives the bytes of item `i`, either `Some` (borrowed) or `None` after
+    /// writing them into `buf` (this thread's buffer), or an error; `sizes[i]` (about its length)
+    /// schedules the longest items first. The first failing item in index order is returned
+    /// with its index.
+    pub fn encode_batch_with<'a, E: Send>(
+        &self,
+        sizes: &[usize],
+        allowed: Option<&SpecialMatcher>,
+        text: impl Fn(usize, &mut Vec<u8>) -> Result<Option<&'a [u8]>, E> + Sync,
+    ) -> Result<Vec<Vec<u32>>, (usize, E)> {
+        par_map_largest_first(
+            sizes,
+            || (Scratch::default(), Vec::new()),
+            |(scratch, buf), i| {
+                let t = match text(i, buf).map_err(|e| (i, e))? {
+                    Some(t) => t,
+                    None => &buf[..],
+                };
+                let mut out = Vec::with_capacity(t.len() / 4 + 1);
+                self.encode_into(t, allowed, scratch, &mut out);
+                Ok(out)
+            },
+        )
+        .into_iter()
+        .collect()
     }
 
     /// The bytes of one id (regular or special).
@@ -214,12 +237,12 @@ impl Tokenizer {
             .or_else(|| self.special_index.get(&id).map(|&k| self.specials[k].0.as_slice()))
     }
 
-    /// Concatenated bytes of `ids`.
-    pub fn decode(&self, ids: &[i64]) -> Result<Vec<u8>, Error> {
+    /// Concatenated bytes of `ids`; [`Error::UnknownId`] names the first id that is neither a
+    /// regular nor a special token.
+    pub fn decode(&self, ids: &[u32]) -> Result<Vec<u8>, Error> {
         let mut out = Vec::with_capacity(ids.len() * 4);
         for &id in ids {
-            let b = u32::try_from(id).ok().and_then(|i| self.id_bytes(i)).ok_or(Error::UnknownId(id))?;
-            out.extend_from_slice(b);
+            out.extend_from_slice(self.id_bytes(id).ok_or(Error::UnknownId(id))?);
         }
         Ok(out)
     }
@@ -250,7 +273,7 @@ mod tests {
         let text = b"hello<|end|>hello<|end|>x";
         let plain = t.encode(text, None);
         assert!(!plain.contains(&300));
-        assert_eq!(t.decode(&plain.iter().map(|&i| i as i64).collect::<Vec<_>>()).unwrap(), text);
+        assert_eq!(t.decode(&plain).unwrap(), text);
         let all = t.matcher(None).unwrap();
         assert_eq!(t.encode(text, Some(&all)), vec![257, 300, 257, 301]);
         let only = t.matcher(Some(&[300])).unwrap();
@@ -262,7 +285,7 @@ mod tests {
     fn decode_errors_and_batch() {
         let t = tok();
         assert_eq!(t.decode(&[999]), Err(Error::UnknownId(999)));
-        assert_eq!(t.decode(&[-1]), Err(Error::UnknownId(-1)));
+        assert_eq!(t.decode(&[u32::MAX]), Err(Error::UnknownId(u32::MAX)));
         assert_eq!(t.decode(&[300]).unwrap(), b"<|end|>");
         let texts = vec!["hello world".to_string(), String::new(), "<|end|>".to_string()];
         let b = t.encode_batch(&texts, None);
@@ -292,16 +315,16 @@ mod tests {
     }
 
     #[test]
-    fn rejects_bad_specials_and_penalty() {
+    fn rejects_bad_specials() {
         let base: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
         assert!(Tokenizer::new(base.clone(), vec![(b"x".to_vec(), 5)], Options::default()).is_err());
+        assert!(Tokenizer::new(base.clone(), vec![(b"".to_vec(), 500)], Options::default()).is_err());
         assert!(Tokenizer::new(
             base.clone(),
             vec![(b"x".to_vec(), 500), (b"x".to_vec(), 501)],
             Options::default()
         )
         .is_err());
-        let o = Options { boundary_penalty: -1.0, ..Options::default() };
-        assert!(Tokenizer::new(base, vec![], o).is_err());
+        assert!(Tokenizer::new(base, vec![(b"x".to_vec(), 500), (b"y".to_vec(), 500)], Options::default()).is_err());
     }
 }
