@@ -8,6 +8,7 @@
 
 from ._core import __version__
 from .errors import CnfmceError, CorpusError, TokenizerFileError, UnknownIdError
+from .shards import tokenize_corpus
 from .tokenizer import Tokenizer
 from .training import (DEFAULT_ROUNDS, Counts, count, load_counts, merge_counts, save_counts, train,
                        train_from_counts)
@@ -15,6 +16,7 @@ from .training import (DEFAULT_ROUNDS, Counts, count, load_counts, merge_counts,
 __all__ = [
     "__version__",
     "Tokenizer",
+    "tokenize_corpus",
     "train",
     "count",
     "train_from_counts",

@@ -34,6 +34,9 @@ class CoreTokenizer:
     def encode_batch(
         self, texts: Sequence[str], allowed: Optional[SpecialMatcher] = None, num_threads: Optional[int] = None
     ) -> List[List[int]]: ...
+    def encode_batch_flat(
+        self, texts: Sequence[str], allowed: Optional[SpecialMatcher] = None, num_threads: Optional[int] = None
+    ) -> Tuple[bytearray, bytearray]: ...
     def encode_bytes_batch(
         self, items: Sequence[bytes], allowed: Optional[SpecialMatcher] = None, num_threads: Optional[int] = None
     ) -> List[List[int]]: ...

@@ -8,6 +8,10 @@
     cnfmce encode -t TOKENIZER [INPUT...]     # one JSON list of ids per input document
     cnfmce demo                               # the main job on the small bundled corpus
     cnfmce eval TOKENIZER... --corpus FILE... # metrics table (see cnfmce.evaluate)
+    cnfmce tokenize -t TOKENIZER -o OUTDIR --format megatron|llmc|npy [--eos TOKEN] [--bos TOKEN]
+                    [--field text] [--shard-size 1GB] [--threads N] [--resume] INPUT...
+    cnfmce show -t TOKENIZER [-t TOKENIZER ...] [--no-color] [--ids] (TEXT | --file F)
+    cnfmce view -t TOKENIZER [-t TOKENIZER ...] -o PAGE.html (--text TEXT | --file F)
     cnfmce --version
 """
 
@@ -145,6 +149,124 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _viewer_input(args: argparse.Namespace, text: Optional[str]) -> str:
+    from .viewer import read_text_file
+    if (text is None) == (args.file is None):
+        raise ValueError("give the text or --file F (one of them)")
+    return read_text_file(args.file) if args.file is not None else text  # type: ignore[return-value]
+
+
+def _segmentations(args: argparse.Namespace, text: str):
+    from .viewer import load_viewer_encoder, segment
+    segs = []
+    names: dict = {}
+    for spec in args.tokenizer:
+        seg = segment(load_viewer_encoder(spec), text)
+        n = names.get(seg.name, 0)
+        names[seg.name] = n + 1
+        if n:
+            seg.name = f"{seg.name} ({n + 1})"
+        segs.append(seg)
+    return segs
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from .viewer import render_terminal
+    text = _viewer_input(args, args.text)
+    out = render_terminal(_segmentations(args, text), color=not args.no_color, ids=args.ids)
+    sys.stdout.write(out)
+    sys.stdout.flush()
+    return 0
+
+
+def _cmd_view(args: argparse.Namespace) -> int:
+    from .formats import write_bytes_atomic
+    from .viewer import render_html
+    _check_output(args.output)
+    text = _viewer_input(args, args.text)
+    title = args.title or ("cnfmce segmentation of " + os.path.basename(args.file) if args.file
+                           else "cnfmce segmentation")
+    page = render_html(_segmentations(args, text), text, title=title)
+    write_bytes_atomic(args.output, page.encode("utf-8"))
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def _token_arg(v: Optional[str]):
+    """--eos/--bos: digits are an id, anything else a token's text."""
+    if v is None:
+        return None
+    return int(v) if v.strip().isdigit() else v
+
+
+def _cmd_tokenize(args: argparse.Namespace) -> int:
+    from .shards import MANIFEST, read_manifest, tokenize_corpus
+    tok = _load_tokenizer(args.tokenizer)
+    eos = None if args.no_eos else ("auto" if args.eos is None else _token_arg(args.eos))
+    try:
+        m = tokenize_corpus(tok, args.inputs, args.output, format=args.format, eos=eos,
+                            bos=_token_arg(args.bos), field=args.field, shard_size=args.shard_size,
+                            num_threads=args.threads, resume=args.resume, dtype=args.dtype,
+                            progress=not args.quiet)
+    except KeyboardInterrupt:
+        try:
+            n = len(read_manifest(args.output)["shards"])
+        except (OSError, ValueError):
+            n = 0
+        print(f"cnfmce: interrupted; {n} complete shard{'s' if n != 1 else ''} kept in "
+              f"{args.output} (listed in {MANIFEST}); run the same command with --resume to "
+              "continue", file=sys.stderr)
+        raise
+    if m["eos_id"] is None and not args.no_eos and not args.quiet:
+        print("note: no end-of-document token (the tokenizer has no known eos special token); "
+              "documents are not separated: pass --eos TOKEN or an id", file=sys.stderr)
+    return 0
+
+
+def _add_tokenize_parser(sub) -> None:
+    from .shards import DEFAULT_SHARD_SIZE, FORMATS
+    k = sub.add_parser("tokenize", help="tokenize a corpus into token shards (Megatron, llm.c, npy)")
+    k.add_argument("-t", "--tokenizer", required=True,
+                   help="tokenizer file (cnfmce JSON, .tiktoken, or a Hugging Face tokenizer.json)")
+    k.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="directory for the shards and manifest.json")
+    k.add_argument("--format", required=True, choices=FORMATS, help="megatron (.bin + .idx), llmc (llm.c .bin), npy")
+    k.add_argument("--eos", default=None, metavar="TOKEN",
+                   help="end-of-document token (its text, or an id) after every document "
+                        "(default: the tokenizer's eos special token when it has one)")
+    k.add_argument("--no-eos", action="store_true", help="no end-of-document token")
+    k.add_argument("--bos", default=None, metavar="TOKEN", help="a token (text or id) before every document")
+    k.add_argument("--field", default="text", help="JSON field / parquet column with the text (default text)")
+    k.add_argument("--shard-size", default=str(DEFAULT_SHARD_SIZE), metavar="SIZE",
+                   help="bytes of tokens per shard, e.g. 1GB, 256MB (default 1GB)")
+    k.add_argument("--dtype", default="auto", choices=("auto", "uint16", "uint32"),
+                   help="token type (auto: uint16 when every id fits, else uint32)")
+    k.add_argument("--resume", action="store_true", help="continue an interrupted run in OUTDIR")
+    k.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help=".txt / .jsonl / .jsonl.gz / .jsonl.zst / .parquet")
+    _add_common(k)
+    k.set_defaults(func=_cmd_tokenize)
+
+
+def _add_viewer_parsers(sub) -> None:
+    tok_help = ("a cnfmce file, a .tiktoken file or a tokenizer.json (cnfmce over that vocabulary); "
+                "or mce:PATH, fmm:PATH, tiktoken:NAME|PATH, hf:PATH, sp:PATH; repeat for side by side")
+    s = sub.add_parser("show", help="show the segmentation of a text in the terminal")
+    s.add_argument("-t", "--tokenizer", action="append", required=True, metavar="TOKENIZER", help=tok_help)
+    s.add_argument("text", nargs="?", default=None, metavar="TEXT", help="the text (or --file)")
+    s.add_argument("--file", default=None, metavar="F", help="read the text from this UTF-8 file")
+    s.add_argument("--no-color", action="store_true", help="no ANSI colours: tokens separated by |")
+    s.add_argument("--ids", action="store_true", help="also print the token ids")
+    s.set_defaults(func=_cmd_show)
+
+    v = sub.add_parser("view", help="write the segmentation as one self-contained HTML page")
+    v.add_argument("-t", "--tokenizer", action="append", required=True, metavar="TOKENIZER", help=tok_help)
+    v.add_argument("-o", "--output", required=True, metavar="PAGE.html", help="the page to write")
+    v.add_argument("--text", default=None, help="the text (or --file)")
+    v.add_argument("--file", default=None, metavar="F", help="read the text from this UTF-8 file")
+    v.add_argument("--title", default=None, help="the page title")
+    v.set_defaults(func=_cmd_view)
+
+
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None, metavar="T", help="worker threads (default: all cores)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
@@ -196,6 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .eval_cli import add_eval_parser
     add_eval_parser(sub)
+    _add_tokenize_parser(sub)
+    _add_viewer_parsers(sub)
     return p
 
 

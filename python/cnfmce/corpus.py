@@ -6,6 +6,10 @@ Supported inputs: an iterable of ``str`` (one document each) or paths:
 * ``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst`` (one JSON object per line, field ``"text"``),
 * ``.parquet`` (column ``"text"``, needs ``pyarrow``).
 
+``field`` (default ``"text"``) names another JSON field / parquet column. ``progress``, when given,
+is called now and then with the number of bytes of the file (as stored, compressed or not) read
+so far, for progress bars with an ETA.
+
 A ``.txt.gz`` file is one gzip-compressed document. Files must be UTF-8; invalid UTF-8 raises
 :class:`cnfmce.errors.CorpusError` naming the file and line.
 """
@@ -17,7 +21,7 @@ import io
 import json
 import os
 from pathlib import Path
-from typing import IO, Any, Dict, Iterable, Iterator, List, Sequence, Union
+from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 from .errors import CorpusError
 
@@ -114,8 +118,18 @@ def _looks_like_path(s: str) -> bool:
     return s.lower().endswith((".txt", ".txt.gz", ".parquet") + _JSONL)
 
 
-def iter_file(path: PathLike) -> Iterator[str]:
-    """Yields the documents of one file."""
+ProgressHook = Optional[Callable[[int], None]]
+_PROGRESS_EVERY = 1 << 20
+
+
+def _raw_tell(raw: Any) -> Callable[[], int]:
+    """The position in the stored file of a reader from :func:`open_binary`."""
+    inner = getattr(raw, "fileobj", None) or getattr(raw, "_fh", None) or raw
+    return inner.tell
+
+
+def iter_file(path: PathLike, field: str = "text", progress: ProgressHook = None) -> Iterator[str]:
+    """Yields the documents of one file (``field``: the JSON field or parquet column)."""
     p = os.fspath(path)
     low = p.lower()
     if not os.path.exists(p):
@@ -123,12 +137,14 @@ def iter_file(path: PathLike) -> Iterator[str]:
     if os.path.isdir(p):
         raise CorpusError(f"{p} is a directory; pass the files in it")
     if low.endswith(".parquet"):
-        yield from _iter_parquet(p)
+        yield from _iter_parquet(p, field, progress)
     elif low.endswith(_JSONL):
-        yield from _iter_jsonl(p)
+        yield from _iter_jsonl(p, field, progress)
     elif low.endswith((".txt", ".txt.gz", ".md", ".text")):
         with open_binary(p) as fh:
             data = _read_all(fh, p)
+        if progress is not None:
+            progress(os.path.getsize(p))
         try:
             yield data.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -145,12 +161,15 @@ def _read_all(fh: IO[bytes], p: str) -> bytes:
         raise CorpusError(f"{p}: cannot read ({e})") from None
 
 
-def iter_jsonl_records(p: PathLike) -> Iterator[Dict[str, Any]]:
+def iter_jsonl_records(p: PathLike, field: str = "text",
+                       progress: ProgressHook = None) -> Iterator[Dict[str, Any]]:
     """The JSON objects of a JSON-lines file (blank lines skipped), each checked to hold a
-    ``"text"`` string; errors name the file and line."""
+    ``field`` string (default ``"text"``); errors name the file and line."""
     p = os.fspath(p)
     with open_binary(p) as raw:
         fh = io.BufferedReader(raw, 1 << 20) if not isinstance(raw, io.BufferedReader) else raw
+        tell = _raw_tell(raw)
+        unreported = 0
         lineno = 0
         while True:
             try:
@@ -159,6 +178,11 @@ def iter_jsonl_records(p: PathLike) -> Iterator[Dict[str, Any]]:
                 raise CorpusError(f"{p}: cannot read after line {lineno} ({e})") from None
             if not line:
                 break
+            if progress is not None:
+                unreported += len(line)
+                if unreported >= _PROGRESS_EVERY:
+                    progress(tell())
+                    unreported = 0
             lineno += 1
             if not line.strip():
                 continue
@@ -168,19 +192,21 @@ def iter_jsonl_records(p: PathLike) -> Iterator[Dict[str, Any]]:
                 raise CorpusError(f"{p}:{lineno}: not valid UTF-8") from None
             except ValueError as e:
                 raise CorpusError(f"{p}:{lineno}: malformed JSON ({e})") from None
-            if not isinstance(obj, dict) or "text" not in obj:
-                raise CorpusError(f"{p}:{lineno}: expected a JSON object with a \"text\" field")
-            if not isinstance(obj["text"], str):
-                raise CorpusError(f"{p}:{lineno}: \"text\" is not a string")
+            if not isinstance(obj, dict) or field not in obj:
+                raise CorpusError(f"{p}:{lineno}: expected a JSON object with a \"{field}\" field")
+            if not isinstance(obj[field], str):
+                raise CorpusError(f"{p}:{lineno}: \"{field}\" is not a string")
             yield obj
+    if progress is not None:
+        progress(os.path.getsize(p))
 
 
-def _iter_jsonl(p: str) -> Iterator[str]:
-    for obj in iter_jsonl_records(p):
-        yield obj["text"]
+def _iter_jsonl(p: str, field: str = "text", progress: ProgressHook = None) -> Iterator[str]:
+    for obj in iter_jsonl_records(p, field, progress):
+        yield obj[field]
 
 
-def _iter_parquet(p: str) -> Iterator[str]:
+def _iter_parquet(p: str, field: str = "text", progress: ProgressHook = None) -> Iterator[str]:
     try:
         import pyarrow.parquet as pq
     except ImportError as e:  # pragma: no cover - depends on the environment
@@ -189,22 +215,27 @@ def _iter_parquet(p: str) -> Iterator[str]:
         pf = pq.ParquetFile(p)
     except Exception as e:  # pyarrow raises its own error types
         raise CorpusError(f"{p}: not a readable parquet file ({e})") from None
-    if "text" not in pf.schema_arrow.names:
-        raise CorpusError(f"{p}: no \"text\" column (columns: {pf.schema_arrow.names})")
-    for batch in pf.iter_batches(columns=["text"], batch_size=4096):
+    if field not in pf.schema_arrow.names:
+        raise CorpusError(f"{p}: no \"{field}\" column (columns: {pf.schema_arrow.names})")
+    rows = max(1, pf.metadata.num_rows)
+    done = 0
+    for batch in pf.iter_batches(columns=[field], batch_size=4096):
         for t in batch.column(0).to_pylist():
             if t is not None:
                 yield t
+        done += batch.num_rows
+        if progress is not None:
+            progress(os.path.getsize(p) * done // rows)
 
 
-def iter_documents(inputs: Inputs) -> Iterator[str]:
+def iter_documents(inputs: Inputs, field: str = "text") -> Iterator[str]:
     """Yields documents from a path, a list of paths, or an iterable of strings."""
     if isinstance(inputs, (str, os.PathLike)) and is_path_list([inputs]):
-        yield from iter_file(inputs)  # a single path
+        yield from iter_file(inputs, field)  # a single path
         return
     if is_path_list(inputs):
         for p in inputs:  # type: ignore[union-attr]
-            yield from iter_file(p)
+            yield from iter_file(p, field)
         return
     if isinstance(inputs, (str, bytes)):
         raise TypeError("inputs must be an iterable of documents or a list of paths, not a single "

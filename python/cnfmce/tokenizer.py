@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import math
 import os
-from typing import (AbstractSet, Any, Collection, Dict, Iterable, List, Literal, Mapping,
-                    Optional, Sequence, Tuple, Union)
+from typing import (TYPE_CHECKING, AbstractSet, Any, Collection, Dict, Iterable, List, Literal,
+                    Mapping, Optional, Sequence, Tuple, Union, overload)
 
 from . import _core
 from . import formats
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 from .errors import TokenizerFileError, UnknownIdError
 
 __all__ = ["Tokenizer", "AllowedSpecial"]
@@ -264,10 +267,26 @@ class Tokenizer:
             raise TypeError(f"encode_bytes takes bytes, got {type(data).__name__}")
         return self._core.encode_bytes(data, self._matcher(allowed_special))
 
+    @overload
+    def encode_batch(self, texts: Sequence[str], *, allowed_special: AllowedSpecial = ...,
+                     num_threads: Optional[int] = ..., return_numpy: Literal[False] = ...
+                     ) -> List[List[int]]: ...
+
+    @overload
+    def encode_batch(self, texts: Sequence[str], *, allowed_special: AllowedSpecial = ...,
+                     num_threads: Optional[int] = ..., return_numpy: Literal[True]
+                     ) -> Tuple["np.ndarray", "np.ndarray"]: ...
+
     def encode_batch(self, texts: Sequence[str], *, allowed_special: AllowedSpecial = frozenset(),
-                     num_threads: Optional[int] = None) -> List[List[int]]:
+                     num_threads: Optional[int] = None, return_numpy: bool = False) -> Any:
         """Encodes many texts in parallel (all cores, or ``num_threads``); equal to ``encode`` on
-        each text."""
+        each text.
+
+        With ``return_numpy=True`` the result is ``(ids, starts)``: one flat ``uint32`` numpy
+        array of all ids and an ``int64`` array of ``len(texts) + 1`` starts, text ``k``'s ids
+        being ``ids[starts[k]:starts[k + 1]]``. No Python int is created per token (the fast
+        path for tokenizing corpora, see :func:`cnfmce.tokenize_corpus`); both arrays are
+        writable and own their memory."""
         if isinstance(texts, (str, bytes)):
             raise TypeError("encode_batch takes a list of str, not a single string")
         texts = list(texts)
@@ -276,6 +295,11 @@ class Tokenizer:
                 raise TypeError(f"text {k} is {type(t).__name__}, expected str")
         if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
             raise ValueError("num_threads must be a positive int or None")
+        if return_numpy:
+            import numpy as np
+            ids, starts = self._core.encode_batch_flat(texts, self._matcher(allowed_special),
+                                                       num_threads)
+            return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(starts, dtype=np.int64)
         return self._core.encode_batch(texts, self._matcher(allowed_special), num_threads)
 
     def encode_bytes_batch(self, items: Sequence[bytes], *, num_threads: Optional[int] = None

@@ -2,7 +2,7 @@
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString};
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyString};
 
 use super::ints::IdInts;
 use super::text::{str_data, surrogate_error, StrData};
@@ -65,6 +65,22 @@ impl PyCoreTokenizer {
             py.detach(|| guarded(|| self.inner.encode(data, m)))?
         };
         self.ints.list(py, &ids)
+    }
+
+    /// The ids of each text, encoded in parallel (longest first) with the GIL released; the
+    /// UTF-8 of each str is read in the workers.
+    fn encode_strs(
+        &self,
+        py: Python<'_>,
+        texts: &[Bound<'_, PyString>],
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Vec<Vec<u32>>> {
+        let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
+        let m = allowed.map(|a| &a.get().inner);
+        let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
+        let run = || self.inner.encode_batch_with(&sizes, m, |k, buf| datas[k].utf8(buf));
+        py.detach(|| guarded(|| in_pool(num_threads, run)))??.map_err(|(k, ())| surrogate_error(Some(k)))
     }
 
     fn batch<'py, T: AsRef<[u8]> + Sync>(
@@ -210,14 +226,45 @@ impl PyCoreTokenizer {
         allowed: Option<&Bound<'_, PySpecialMatcher>>,
         num_threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
-        let m = allowed.map(|a| &a.get().inner);
-        let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
-        let run = || self.inner.encode_batch_with(&sizes, m, |k, buf| datas[k].utf8(buf));
-        let all = py
-            .detach(|| guarded(|| in_pool(num_threads, run)))??
-            .map_err(|(k, ())| surrogate_error(Some(k)))?;
+        let all = self.encode_strs(py, &texts, allowed, num_threads)?;
         self.ints.lists(py, &all)
+    }
+
+    /// `encode_batch` with the ids of all texts in one flat buffer: (ids, starts) as two
+    /// bytearrays of native-endian u32 ids and i64 document starts (len(texts) + 1 of them;
+    /// text k's ids are ids[starts[k]..starts[k + 1]]). No Python int is made per token; the
+    /// Python side wraps both with numpy.frombuffer (no copy).
+    #[pyo3(signature = (texts, allowed=None, num_threads=None))]
+    fn encode_batch_flat<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<Bound<'_, PyString>>,
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyByteArray>)> {
+        let all = self.encode_strs(py, &texts, allowed, num_threads)?;
+        let total: usize = all.iter().map(Vec::len).sum();
+        let ids = PyByteArray::new_with(py, total * 4, |buf| {
+            let mut at = 0;
+            for doc in &all {
+                for (dst, id) in buf[at..at + doc.len() * 4].chunks_exact_mut(4).zip(doc) {
+                    dst.copy_from_slice(&id.to_ne_bytes());
+                }
+                at += doc.len() * 4;
+            }
+            Ok(())
+        })?;
+        let starts = PyByteArray::new_with(py, (all.len() + 1) * 8, |buf| {
+            let mut at = 0i64;
+            for (k, dst) in buf.chunks_exact_mut(8).enumerate() {
+                dst.copy_from_slice(&at.to_ne_bytes());
+                if k < all.len() {
+                    at += all[k].len() as i64;
+                }
+            }
+            Ok(())
+        })?;
+        Ok((ids, starts))
     }
 
     #[pyo3(signature = (items, allowed=None, num_threads=None))]
