@@ -8,6 +8,18 @@ use pyo3::types::{PyBytes, PyString, PyTuple};
 
 use super::util::{guarded, make_pool, read_round, str_bytes, to_py};
 
+/// Reads a value from its bytes with the GIL released (for `from_bytes`).
+fn from_bytes<T: Send>(py: Python<'_>, data: &[u8], read: fn(&[u8]) -> Result<T, crate::Error>) -> PyResult<T> {
+    py.detach(|| guarded(|| read(data)))?.map_err(|e| to_py(py, e))
+}
+
+/// `__reduce__` for the classes that travel as bytes: `type(x).from_bytes(x.to_bytes())`.
+fn reduce_by_bytes<'py, T: pyo3::PyClass>(slf: &Bound<'py, T>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+    let slf = slf.as_any();
+    let data = slf.call_method0("to_bytes")?;
+    Ok((slf.get_type().getattr("from_bytes")?, PyTuple::new(slf.py(), [data])?))
+}
+
 /// The candidates of earlier rounds that a counting round extends.
 #[pyclass(module = "cnfmce._core", name = "Survivors", frozen)]
 pub(crate) struct PySurvivors {
@@ -18,8 +30,7 @@ pub(crate) struct PySurvivors {
 impl PySurvivors {
     #[staticmethod]
     fn from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
-        let inner = py.detach(|| guarded(|| crate::Survivors::from_bytes(data)))?.map_err(|e| to_py(py, e))?;
-        Ok(PySurvivors { inner })
+        Ok(PySurvivors { inner: from_bytes(py, data, crate::Survivors::from_bytes)? })
     }
 
     fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
@@ -31,9 +42,7 @@ impl PySurvivors {
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        let py = slf.py();
-        let data = slf.get().to_bytes(py);
-        Ok((slf.get_type().getattr("from_bytes")?, PyTuple::new(py, [data])?))
+        reduce_by_bytes(slf)
     }
 }
 
@@ -60,8 +69,7 @@ impl PyBlockCounts {
 
     #[staticmethod]
     fn from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
-        let inner = py.detach(|| guarded(|| crate::BlockCounts::from_bytes(data)))?.map_err(|e| to_py(py, e))?;
-        Ok(PyBlockCounts { inner })
+        Ok(PyBlockCounts { inner: from_bytes(py, data, crate::BlockCounts::from_bytes)? })
     }
 
     fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
@@ -78,9 +86,7 @@ impl PyBlockCounts {
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        let py = slf.py();
-        let data = slf.get().to_bytes(py);
-        Ok((slf.get_type().getattr("from_bytes")?, PyTuple::new(py, [data])?))
+        reduce_by_bytes(slf)
     }
 }
 
@@ -105,8 +111,7 @@ impl PyBlockUsage {
 
     #[staticmethod]
     fn from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
-        let inner = crate::BlockUsage::from_bytes(data).map_err(|e| to_py(py, e))?;
-        Ok(PyBlockUsage { inner })
+        Ok(PyBlockUsage { inner: from_bytes(py, data, crate::BlockUsage::from_bytes)? })
     }
 
     fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
@@ -130,9 +135,7 @@ impl PyBlockUsage {
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        let py = slf.py();
-        let data = slf.get().to_bytes(py);
-        Ok((slf.get_type().getattr("from_bytes")?, PyTuple::new(py, [data])?))
+        reduce_by_bytes(slf)
     }
 }
 

@@ -52,7 +52,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rounds_warning, m)?)?;
     // The defaults, written once in the core.
     m.add("DEFAULT_BOUNDARY_PENALTY", crate::DEFAULT_BOUNDARY_PENALTY)?;
-    m.add("DEFAULT_ROUNDS", util::rounds_tuple(&crate::DEFAULT_ROUNDS))?;
+    m.add("DEFAULT_ROUNDS", pyo3::types::PyTuple::new(m.py(), util::rounds_tuple(&crate::DEFAULT_ROUNDS))?)?;
     m.add("DEFAULT_VOCAB_SIZE", crate::DEFAULT_VOCAB_SIZE)?;
     m.add("DEFAULT_COUNT_RAW_VOCAB_SIZE", crate::DEFAULT_COUNT_RAW_VOCAB_SIZE)?;
     m.add("RAW_VOCAB_PER_TOKEN", crate::RAW_VOCAB_PER_TOKEN)?;
