@@ -38,7 +38,7 @@ pub(crate) use error::show_bytes;
 pub use filter::{BlockUsage, Filter, Selected};
 pub use mce::{token_preference, Encoder, Scratch};
 pub use options::{Algorithm, Options, DEFAULT_BOUNDARY_PENALTY};
-pub use tokenizer::{SpecialMatcher, Tokenizer};
+pub use tokenizer::{OffsetUnit, SpecialMatcher, Tokenizer};
 pub use train::{
     default_raw_vocab_size, train, FilterStats, Pass, PassStats, TrainConfig, Trained, Trainer, BATCH_BYTES,
     DEFAULT_COUNT_RAW_VOCAB_SIZE, DEFAULT_MEMORY_BUDGET, DEFAULT_VOCAB_SIZE, RAW_VOCAB_PER_TOKEN,

@@ -4,10 +4,20 @@
 >>> tok = cnfmce.Tokenizer.from_tiktoken("o200k_base.tiktoken")   # doctest: +SKIP
 >>> tok.encode("hello world")                                      # doctest: +SKIP
 >>> tok = cnfmce.train(["first document", "second document"], vocab_size=300)  # doctest: +SKIP
+>>> cnfmce.evaluate(tok, ["some text"])["chars_per_token"]               # doctest: +SKIP
+
+``cnfmce.evaluate`` and ``cnfmce.compare`` are the functions of :mod:`cnfmce.evaluation` (the
+module that defines the metrics). ``cnfmce.evaluate`` was once the module's name:
+``from cnfmce.evaluate import compare`` still works (the old name is an alias of the module), but
+``cnfmce.evaluate`` itself is the function.
 """
 
+import sys as _sys
+
+from . import evaluation
 from ._core import __version__
 from .errors import CnfmceError, CorpusError, TokenizerFileError, UnknownIdError
+from .evaluation import compare, evaluate
 from .shards import tokenize_corpus
 from .tokenizer import Tokenizer
 from .training import (DEFAULT_ROUNDS, Counts, count, load_counts, merge_counts, save_counts, train,
@@ -25,8 +35,15 @@ __all__ = [
     "load_counts",
     "merge_counts",
     "DEFAULT_ROUNDS",
+    "evaluate",
+    "compare",
+    "evaluation",
     "CnfmceError",
     "CorpusError",
     "TokenizerFileError",
     "UnknownIdError",
 ]
+
+# The module's former name, for `from cnfmce.evaluate import ...` and `import cnfmce.evaluate`
+# (which leaves the attribute cnfmce.evaluate the function, since the submodule is already loaded).
+_sys.modules.setdefault(__name__ + ".evaluate", evaluation)

@@ -7,7 +7,7 @@
     cnfmce train -o TOKENIZER --vocab-size N --counts COUNTS INPUT...
     cnfmce encode -t TOKENIZER [INPUT...]     # one JSON list of ids per input document
     cnfmce demo                               # the main job on the small bundled corpus
-    cnfmce eval TOKENIZER... --corpus FILE... # metrics table (see cnfmce.evaluate)
+    cnfmce eval TOKENIZER... --corpus FILE... # metrics table (see cnfmce.evaluation)
     cnfmce tokenize -t TOKENIZER -o OUTDIR --format megatron|llmc|npy [--eos TOKEN] [--bos TOKEN]
                     [--field text] [--shard-size 1GB] [--threads N] [--resume] INPUT...
     cnfmce show -t TOKENIZER [-t TOKENIZER ...] [--no-color] [--ids] (TEXT | --file F)

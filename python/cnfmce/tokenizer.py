@@ -311,6 +311,68 @@ class Tokenizer:
                 raise TypeError(f"item {k} is {type(t).__name__}, expected bytes")
         return self._core.encode_bytes_batch(items, None, num_threads)
 
+    def encode_with_offsets(self, text: str, *, allowed_special: AllowedSpecial = frozenset()
+                            ) -> Tuple[List[int], List[Tuple[int, int]]]:
+        """``encode(text)`` and each token's ``(start, end)`` character span in ``text``.
+
+        ``text[start:end]`` is every character that holds one of the token's bytes: a token that
+        starts or ends inside a character (part of an emoji or a CJK character) gets the span of
+        the whole characters it touches, so two tokens splitting one character both get its span
+        (as Hugging Face byte-level tokenizers do). Computed in the core, no decoding.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"encode_with_offsets takes str, got {type(text).__name__} "
+                            "(use encode_bytes_with_offsets for bytes)")
+        return self._core.encode_with_offsets(text, self._matcher(allowed_special))
+
+    def encode_bytes_with_offsets(self, data: Union[bytes, bytearray, memoryview], *,
+                                  allowed_special: AllowedSpecial = frozenset()
+                                  ) -> Tuple[List[int], List[Tuple[int, int]]]:
+        """``encode_bytes(data)`` and each token's ``(start, end)`` byte span: token ``k`` is
+        ``data[start:end]`` exactly (any bytes, invalid UTF-8 included)."""
+        if isinstance(data, (bytearray, memoryview)):
+            data = bytes(data)
+        if not isinstance(data, bytes):
+            raise TypeError(f"encode_bytes_with_offsets takes bytes, got {type(data).__name__}")
+        return self._core.encode_bytes_with_offsets(data, self._matcher(allowed_special))
+
+    def encode_batch_with_offsets(self, texts: Sequence[str], *,
+                                  allowed_special: AllowedSpecial = frozenset(),
+                                  num_threads: Optional[int] = None
+                                  ) -> List[Tuple[List[int], List[Tuple[int, int]]]]:
+        """:meth:`encode_with_offsets` of many texts in parallel: a list of ``(ids, offsets)``."""
+        texts = self._check_texts(texts, num_threads)
+        return self._core.encode_batch_with_offsets(texts, self._matcher(allowed_special), num_threads)
+
+    def encode_bytes_batch_with_offsets(self, items: Sequence[bytes], *,
+                                        allowed_special: AllowedSpecial = frozenset(),
+                                        num_threads: Optional[int] = None
+                                        ) -> List[Tuple[List[int], List[Tuple[int, int]]]]:
+        """:meth:`encode_bytes_with_offsets` of many inputs in parallel."""
+        if isinstance(items, (str, bytes)):
+            raise TypeError("encode_bytes_batch_with_offsets takes a list of bytes, not a single value")
+        items = [bytes(x) if isinstance(x, (bytearray, memoryview)) else x for x in items]
+        for k, t in enumerate(items):
+            if not isinstance(t, bytes):
+                raise TypeError(f"item {k} is {type(t).__name__}, expected bytes")
+        if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
+            raise ValueError("num_threads must be a positive int or None")
+        return self._core.encode_bytes_batch_with_offsets(items, self._matcher(allowed_special),
+                                                          num_threads)
+
+    @staticmethod
+    def _check_texts(texts: Sequence[str], num_threads: Optional[int]) -> List[str]:
+        if isinstance(texts, (str, bytes)):
+            raise TypeError("a batch is a list of str, not a single string")
+        texts = list(texts)
+        for k, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"text {k} is {type(t).__name__}, expected str")
+        if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
+                                        or num_threads < 1):
+            raise ValueError("num_threads must be a positive int or None")
+        return texts
+
     # --- decoding -----------------------------------------------------------------------------
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
@@ -338,6 +400,22 @@ class Tokenizer:
         if not isinstance(token, bytes):
             raise TypeError(f"token must be bytes, got {type(token).__name__}")
         return self._core.token_to_id(token)
+
+    # --- transformers ---------------------------------------------------------------------------
+
+    def to_transformers(self, **kwargs: Any) -> Any:
+        """This tokenizer as a ``transformers`` tokenizer (:class:`cnfmce.hf.CnfmceTokenizer`;
+        needs ``pip install "cnfmce[hf]"``).
+
+        Keyword arguments are the tokenizer's settings: ``bos_token``, ``eos_token``, ``pad_token``,
+        ``unk_token``, ``extra_special_tokens`` (strings that are special tokens here keep their
+        ids, new ones get the next free ids), ``add_bos_token`` / ``add_eos_token``,
+        ``chat_template``, ``model_max_length``, ``padding_side``, ... ``save_pretrained(dir)``
+        on the result writes a directory that ``transformers.AutoTokenizer.from_pretrained(dir,
+        trust_remote_code=True)`` loads.
+        """
+        from .hf import CnfmceTokenizer
+        return CnfmceTokenizer(tokenizer=self, **kwargs)
 
     # --- properties ---------------------------------------------------------------------------
 

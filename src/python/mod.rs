@@ -7,6 +7,7 @@ mod counter;
 mod filter;
 mod ints;
 mod options;
+mod offsets;
 mod text;
 mod tokenizer;
 mod trainer;

@@ -27,7 +27,7 @@ impl<'a> StrData<'a> {
     }
 
     /// The UTF-8 bytes: `Some` (borrowed) for ASCII, else `None` with the bytes written to
-    /// `buf` (as [`Tokenizer::encode_batch_with`](crate::Tokenizer::encode_batch_with) takes
+    /// `buf` (as `tokenizer::map_texts` takes
     /// them); `Err` on a lone surrogate, which UTF-8 cannot hold.
     pub(crate) fn utf8(&self, buf: &mut Vec<u8>) -> Result<Option<&'a [u8]>, ()> {
         /// Appends the UTF-8 of code points (`Err` on a surrogate).

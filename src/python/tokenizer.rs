@@ -8,8 +8,8 @@ use super::ints::IdInts;
 use super::text::{str_data, surrogate_error, StrData};
 use super::options::PyOptions;
 use super::util::{guarded, in_pool, read_id, read_ids, to_py, unknown_id};
+use crate::tokenizer::{map_texts, OffsetUnit, SpecialMatcher, Tokenizer};
 use crate::Options;
-use crate::tokenizer::{SpecialMatcher, Tokenizer};
 
 /// Texts shorter than this are encoded without releasing the GIL (the release costs more).
 const DETACH_BYTES: usize = 16 * 1024;
@@ -67,6 +67,19 @@ impl PyCoreTokenizer {
         self.ints.list(py, &ids)
     }
 
+    fn with_offsets_detached<'py>(
+        &self,
+        py: Python<'py>,
+        data: &[u8],
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        unit: OffsetUnit,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let m = allowed.map(|a| &a.get().inner);
+        let run = || self.inner.encode_with_offsets(data, m, unit);
+        let (ids, offs) = if data.len() < DETACH_BYTES { guarded(run)? } else { py.detach(|| guarded(run))? };
+        Ok((self.ints.list(py, &ids)?, super::offsets::spans(py, &self.ints, &offs)?))
+    }
+
     /// The ids of each text, encoded in parallel (longest first) with the GIL released; the
     /// UTF-8 of each str is read in the workers.
     fn encode_strs(
@@ -76,10 +89,24 @@ impl PyCoreTokenizer {
         allowed: Option<&Bound<'_, PySpecialMatcher>>,
         num_threads: Option<usize>,
     ) -> PyResult<Vec<Vec<u32>>> {
-        let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
         let m = allowed.map(|a| &a.get().inner);
+        self.map_strs(py, texts, num_threads, |tok, bytes, scratch| tok.encode_with_scratch(bytes, m, scratch))
+    }
+
+    /// `f(tokenizer, utf8, scratch)` for each text, in parallel (longest first) with the GIL
+    /// released; the UTF-8 of each str is made in the workers. A lone surrogate is a ValueError
+    /// naming the text.
+    fn map_strs<R: Send>(
+        &self,
+        py: Python<'_>,
+        texts: &[Bound<'_, PyString>],
+        num_threads: Option<usize>,
+        f: impl Fn(&Tokenizer, &[u8], &mut crate::Scratch) -> R + Sync,
+    ) -> PyResult<Vec<R>> {
+        let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
+        let tok = &self.inner;
         let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
-        let run = || self.inner.encode_batch_with(&sizes, m, |k, buf| datas[k].utf8(buf));
+        let run = || map_texts(&sizes, |k, buf| datas[k].utf8(buf), |bytes, scratch| f(tok, bytes, scratch));
         py.detach(|| guarded(|| in_pool(num_threads, run)))??.map_err(|(k, ())| surrogate_error(Some(k)))
     }
 
@@ -277,6 +304,67 @@ impl PyCoreTokenizer {
     ) -> PyResult<Bound<'py, PyList>> {
         let data: Vec<&[u8]> = items.iter().map(|b| b.as_bytes()).collect();
         self.batch(py, &data, allowed, num_threads)
+    }
+
+    /// `encode` and each token's `(start, end)` character span in `text`.
+    #[pyo3(signature = (text, allowed=None))]
+    fn encode_with_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        text: &Bound<'_, PyString>,
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let data = str_data(text)?;
+        let mut buf = Vec::new();
+        let bytes = data.utf8(&mut buf).map_err(|_| surrogate_error(None))?;
+        self.with_offsets_detached(py, bytes.unwrap_or(&buf), allowed, OffsetUnit::Char)
+    }
+
+    /// `encode_bytes` and each token's `(start, end)` byte span in `data`.
+    #[pyo3(signature = (data, allowed=None))]
+    fn encode_bytes_with_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        data: &[u8],
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        self.with_offsets_detached(py, data, allowed, OffsetUnit::Byte)
+    }
+
+    /// `encode_with_offsets` of every text, in parallel: a list of `(ids, spans)`.
+    #[pyo3(signature = (texts, allowed=None, num_threads=None))]
+    fn encode_batch_with_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<Bound<'_, PyString>>,
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let m = allowed.map(|a| &a.get().inner);
+        let all = self.map_strs(py, &texts, num_threads, |tok, bytes, scratch| {
+            let mut ids = Vec::with_capacity(bytes.len() / 4 + 1);
+            tok.encode_into(bytes, m, scratch, &mut ids);
+            let offs = tok.offsets(bytes, &ids, OffsetUnit::Char).expect("encode tiles its text");
+            (ids, offs)
+        })?;
+        super::offsets::pairs(py, &self.ints, &all)
+    }
+
+    /// `encode_bytes_with_offsets` of every input, in parallel: a list of `(ids, spans)`.
+    #[pyo3(signature = (items, allowed=None, num_threads=None))]
+    fn encode_bytes_batch_with_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        items: Vec<Bound<'_, PyBytes>>,
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let data: Vec<&[u8]> = items.iter().map(|b| b.as_bytes()).collect();
+        let m = allowed.map(|a| &a.get().inner);
+        let all = py.detach(|| {
+            guarded(|| in_pool(num_threads, || self.inner.encode_batch_with_offsets(&data, m, OffsetUnit::Byte)))
+        })??;
+        super::offsets::pairs(py, &self.ints, &all)
     }
 
     fn decode_bytes<'py>(&self, py: Python<'py>, ids: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {

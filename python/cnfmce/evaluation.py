@@ -591,7 +591,7 @@ def evaluate(tokenizer: Any, docs: Iterable[str], *, vocab_size: Optional[int] =
              batch_size: int = _BATCH) -> Dict[str, Any]:
     r"""Measures ``tokenizer`` on ``docs`` (an iterable of str, streamed in batches).
 
-    Every metric is defined in the module docstring of :mod:`cnfmce.evaluate`; in short, with
+    Every metric is defined in the module docstring of :mod:`cnfmce.evaluation`; in short, with
     :math:`N` tokens in total:
 
     * ``chars_per_token`` = Σ chars / N (Eq. 5), ``bytes_per_token`` = Σ UTF-8 bytes / N,
