@@ -116,8 +116,9 @@ impl Options {
 /// λ as stored: `>= 0` or `+∞`; `-0.0` becomes `0.0`; NaN and negative values are refused.
 fn check_boundary_penalty(lambda: f64) -> Result<f64, Error> {
     if lambda.is_nan() || lambda < 0.0 {
+        let shown = if lambda.is_nan() { "nan".to_string() } else { lambda.to_string() };
         return Err(Error::Value(format!(
-            "boundary_penalty must be a number >= 0 (inf forbids partial crossings), got {lambda}"
+            "boundary_penalty must be >= 0 (infinity forbids partial crossings), got {shown}"
         )));
     }
     Ok(lambda + 0.0)

@@ -343,9 +343,6 @@ impl Trainer {
     fn after_round(&mut self, st: RoundStats) -> Result<PassStats, Error> {
         self.current = None;
         let Stage::Counting(c) = &self.stage else { unreachable!("a counting pass ended") };
-        if c.round() == 1 && st.distinct == 0 {
-            return Err(Error::Value("the corpus is empty: no text to train on".into()));
-        }
         if c.round() == c.rounds().len() {
             let counts = c.result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
             // The counter (and its memory) goes before the filter is built.

@@ -221,7 +221,7 @@ impl Counter {
         for p in self.runs.drain(..) {
             let _ = std::fs::remove_file(p);
         }
-        Ok(self.finish_round(sel))
+        self.finish_round(sel)
     }
 
     /// Ends the round with its counts made elsewhere: `counts` is the merge of
@@ -237,17 +237,22 @@ impl Counter {
         for (k, c) in counts.iter() {
             sel.offer(k, c);
         }
-        Ok(self.finish_round(sel))
+        self.finish_round(sel)
     }
 
-    fn finish_round(&mut self, sel: Selector) -> RoundStats {
+    /// Keeps the round's selection; a first round without a single candidate means there was no
+    /// text at all.
+    fn finish_round(&mut self, sel: Selector) -> Result<RoundStats, Error> {
         let done = sel.finish(std::mem::take(&mut self.kept));
         self.kept = done.kept;
         self.trie = None;
         self.round += 1;
         self.stats.distinct = done.distinct;
         self.stats.retained = done.retained;
-        self.stats.clone()
+        if self.round == 1 && done.distinct == 0 {
+            return Err(Error::Value("the corpus is empty: no text to train on".into()));
+        }
+        Ok(self.stats.clone())
     }
 
     /// The raw vocabulary: the best `raw_vocab_size` candidates by count (ties by bytes).

@@ -4,7 +4,7 @@
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyFloat, PyInt, PyString, PyTuple};
+use pyo3::types::{PyBool, PyFloat, PyString, PyTuple};
 
 use super::util::to_py;
 use crate::Algorithm;
@@ -16,30 +16,31 @@ pub(crate) struct PyOptions {
     pub(crate) inner: crate::Options,
 }
 
-/// λ from Python: an int, a float or any real number with `__float__` (numpy scalars, ...);
-/// not a bool or a string. An int too large for a float is a `ValueError`, like a negative λ.
+/// λ from Python: any `numbers.Real` (int, float, numpy floats and ints, `Fraction`, ...) but
+/// not a bool (`TypeError` otherwise); a real too large for a float (`10**400`) is a
+/// `ValueError`, like a negative λ.
 fn read_lambda(v: &Bound<'_, PyAny>) -> PyResult<f64> {
-    let type_name = || v.get_type().name().map(|n| n.to_string()).unwrap_or_default();
-    if v.is_instance_of::<PyBool>() || v.is_instance_of::<PyString>() || v.is_none() {
-        return Err(PyTypeError::new_err(format!("boundary_penalty must be a number, got {}", type_name())));
-    }
     if let Ok(f) = v.cast::<PyFloat>() {
         return Ok(f.value());
     }
-    if v.is_instance_of::<PyInt>() || v.hasattr("__float__")? || v.hasattr("__index__")? {
-        return match v.extract::<f64>() {
-            Ok(f) => Ok(f),
-            Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(v.py()) => {
-                let sign = if v.lt(0)? { "-" } else { "" };
-                Err(PyValueError::new_err(format!(
-                    "boundary_penalty must be a number >= 0 that a float can hold (math.inf \
-                     forbids partial crossings), got {sign}an integer too large for a float"
-                )))
-            }
-            Err(_) => Err(PyTypeError::new_err(format!("boundary_penalty must be a number, got {}", type_name()))),
-        };
+    let py = v.py();
+    let real = py.import("numbers")?.getattr("Real")?;
+    if v.is_instance_of::<PyBool>() || !v.is_instance(&real)? {
+        let type_name = v.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+        return Err(PyTypeError::new_err(format!("boundary_penalty must be a number, got {type_name}")));
     }
-    Err(PyTypeError::new_err(format!("boundary_penalty must be a number, got {}", type_name())))
+    match v.extract::<f64>() {
+        Ok(f) => Ok(f),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => {
+            let shown = v.str().map(|s| s.to_string()).unwrap_or_default();
+            let digits = shown.trim_start_matches('-').len();
+            let shown = if shown.len() <= 30 { shown } else { format!("{}...({digits} digits)", shown.chars().take(12).collect::<String>()) };
+            Err(PyValueError::new_err(format!(
+                "boundary_penalty {shown} is out of range: give a float (math.inf forbids partial crossings)"
+            )))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 impl PyOptions {
