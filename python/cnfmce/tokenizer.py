@@ -1,7 +1,7 @@
 """The :class:`Tokenizer`: a byte vocabulary, special tokens and an encoding algorithm.
 
 Encoding runs in the Rust core (``cnfmce._core``): min-cost encoding (MCE) by default, forward
-maximum matching (FMM) on request. See ``SPEC.md`` section 2 for the exact definition.
+maximum matching (FMM) on request. See ``docs/spec.md`` section 2 for the exact definition.
 """
 
 from __future__ import annotations
