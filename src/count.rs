@@ -30,6 +30,7 @@ use crate::error::Error;
 use crate::probe::{ProbeTable, SlotKey};
 use crate::spill;
 use crate::trie::{ByteTrie, ROOT};
+use crate::cost::{crossing, Crossing};
 use crate::units::unit_starts;
 
 /// A counting round: candidate lengths `min_len..=max_len` (bytes), kept when their count is at
@@ -107,7 +108,7 @@ pub fn count_candidates(
                 continue; // ends inside a character: an extension may be valid
             }
             let whole = start_i && starts[j] != 0;
-            if units > 2 && !whole {
+            if crossing(units, whole) == Crossing::Forbidden {
                 if !start_i {
                     break; // forbidden, and no extension can start at a unit start
                 }
@@ -763,7 +764,6 @@ mod tests {
             let x = d.as_bytes();
             let mut s = Vec::new();
             unit_starts(x, &mut s);
-            let w = crate::units::unit_indices(&s);
             for i in 0..x.len() {
                 if !d.is_char_boundary(i) {
                     continue;
@@ -772,7 +772,7 @@ mod tests {
                     if !d.is_char_boundary(j) || j - i < r.min_len {
                         continue;
                     }
-                    if crate::units::boundary(&s, &w, i, j).is_some() {
+                    if crate::cost::crossing_of(&s, i, j) != Crossing::Forbidden {
                         *m.entry(x[i..j].to_vec()).or_insert(0) += 1;
                     }
                 }

@@ -9,6 +9,7 @@
 //!   two phases of CNF vocabulary training.
 
 mod automaton;
+mod cost;
 mod count;
 mod error;
 mod filter;
@@ -18,9 +19,6 @@ mod probe;
 mod spill;
 mod tokenizer;
 mod trie;
-// `boundary` and `unit_indices` are used by tests only until the unit-crossing rule gets its one
-// home (issue 12, item 3).
-#[allow(dead_code)]
 mod units;
 mod vocab;
 
