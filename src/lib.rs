@@ -30,6 +30,6 @@ pub use error::Error;
 pub(crate) use error::show_bytes;
 pub use filter::{Filter, Selected};
 pub use mce::{token_preference, Algorithm, Encoder, Options, Scratch};
-pub use tokenizer::{SpecialMatcher, Tokenizer};
+pub use tokenizer::{OffsetUnit, SpecialMatcher, Tokenizer};
 pub use units::unit_starts;
 pub use vocab::{Vocab, MAX_ID};

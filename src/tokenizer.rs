@@ -44,6 +44,27 @@ pub fn par_map_largest_first<S, R: Send>(
     slots.into_iter().flatten().collect()
 }
 
+/// What the positions of [`Tokenizer::offsets`] count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffsetUnit {
+    /// Bytes of the input.
+    Byte,
+    /// Unicode characters (code points) of a valid UTF-8 input, as Python's `str` indexes them.
+    Char,
+}
+
+/// A UTF-8 continuation byte (`10xxxxxx`): not the first byte of a character.
+#[inline]
+fn is_continuation(b: u8) -> bool {
+    (b as i8) < -64
+}
+
+/// Number of bytes of `s` that start a character (every byte but the continuation bytes).
+#[inline]
+fn count_char_starts(s: &[u8]) -> usize {
+    s.iter().filter(|&&b| !is_continuation(b)).count()
+}
+
 /// Finds allowed special tokens in a text.
 pub struct SpecialMatcher {
     automaton: Option<DoubleArrayAhoCorasick<u32>>,
@@ -207,6 +228,75 @@ impl Tokenizer {
         })
     }
 
+    /// Spans of the tokens `ids` in `text`, which they must tile (as `encode` of `text` does):
+    /// token `k` holds bytes `[b_k, b_k + len_k)`. With [`OffsetUnit::Byte`] the span is that byte
+    /// range. With [`OffsetUnit::Char`] (`text` is valid UTF-8) it counts characters: it starts at
+    /// the character holding the token's first byte and ends after the character holding its
+    /// last byte, so a token that starts or ends inside a character gets the span of every
+    /// character it touches (two tokens splitting one emoji both get that emoji's span).
+    pub fn offsets(&self, text: &[u8], ids: &[u32], unit: OffsetUnit) -> Result<Vec<(usize, usize)>, Error> {
+        let mut out = Vec::with_capacity(ids.len());
+        let mut pos = 0usize;
+        // Characters that start in text[..pos].
+        let mut chars = 0usize;
+        for &id in ids {
+            let len = self.id_bytes(id).ok_or(Error::UnknownId(id as i64))?.len();
+            let end = pos + len;
+            if end > text.len() {
+                return Err(Error::Value(format!(
+                    "the tokens are longer than the text ({} bytes)",
+                    text.len()
+                )));
+            }
+            match unit {
+                OffsetUnit::Byte => out.push((pos, end)),
+                OffsetUnit::Char => {
+                    let start = if is_continuation(text[pos]) { chars.saturating_sub(1) } else { chars };
+                    chars += count_char_starts(&text[pos..end]);
+                    out.push((start, chars));
+                }
+            }
+            pos = end;
+        }
+        if pos != text.len() {
+            return Err(Error::Value(format!(
+                "the tokens cover {pos} of the text's {} bytes",
+                text.len()
+            )));
+        }
+        Ok(out)
+    }
+
+    /// `encode` and the tokens' [`offsets`](Self::offsets).
+    pub fn encode_with_offsets(
+        &self,
+        text: &[u8],
+        allowed: Option<&SpecialMatcher>,
+        unit: OffsetUnit,
+    ) -> (Vec<u32>, Vec<(usize, usize)>) {
+        let ids = self.encode(text, allowed);
+        let offsets = self.offsets(text, &ids, unit).expect("encode tiles its text");
+        (ids, offsets)
+    }
+
+    /// [`encode_with_offsets`](Self::encode_with_offsets) of every text, in parallel like
+    /// [`encode_batch`](Self::encode_batch).
+    pub fn encode_batch_with_offsets<T: AsRef<[u8]> + Sync>(
+        &self,
+        texts: &[T],
+        allowed: Option<&SpecialMatcher>,
+        unit: OffsetUnit,
+    ) -> Vec<(Vec<u32>, Vec<(usize, usize)>)> {
+        let sizes: Vec<usize> = texts.iter().map(|t| t.as_ref().len()).collect();
+        par_map_largest_first(&sizes, Scratch::default, |scratch, i| {
+            let t = texts[i].as_ref();
+            let mut ids = Vec::with_capacity(t.len() / 3 + 1);
+            self.encode_into(t, allowed, scratch, &mut ids);
+            let offsets = self.offsets(t, &ids, unit).expect("encode tiles its text");
+            (ids, offsets)
+        })
+    }
+
     /// The bytes of one id (regular or special).
     pub fn id_bytes(&self, id: u32) -> Option<&[u8]> {
         self.vocab()
@@ -268,6 +358,34 @@ mod tests {
         let b = t.encode_batch(&texts, None);
         for (x, ids) in texts.iter().zip(&b) {
             assert_eq!(&t.encode(x.as_bytes(), None), ids);
+        }
+    }
+
+    #[test]
+    fn offsets_bytes_and_chars() {
+        let mut t: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        // "é" is C3 A9; "😀" is F0 9F 98 80. Tokens that cut both.
+        t.push((256, b"a\xC3".to_vec()));
+        t.push((257, b"\xA9b".to_vec()));
+        t.push((258, b"\xF0\x9F".to_vec()));
+        t.push((259, b"\x98\x80".to_vec()));
+        let tok = Tokenizer::new(t, vec![(b"<s>".to_vec(), 300)], Options::default()).unwrap();
+        let text = "a\u{e9}b\u{1F600}<s>x".as_bytes();
+        let all = tok.matcher(None).unwrap();
+        let (ids, chars) = tok.encode_with_offsets(text, Some(&all), OffsetUnit::Char);
+        assert_eq!(ids, vec![256, 257, 258, 259, 300, b'x' as u32]);
+        // Characters: a é b 😀 < s > x  (indices 0..8)
+        assert_eq!(chars, vec![(0, 2), (1, 3), (3, 4), (3, 4), (4, 7), (7, 8)]);
+        let (_, bytes) = tok.encode_with_offsets(text, Some(&all), OffsetUnit::Byte);
+        assert_eq!(bytes, vec![(0, 2), (2, 4), (4, 6), (6, 8), (8, 11), (11, 12)]);
+        // Ids that do not tile the text are an error, not a wrong answer.
+        assert!(tok.offsets(b"ab", &[b'a' as u32], OffsetUnit::Byte).is_err());
+        assert!(tok.offsets(b"a", &[256], OffsetUnit::Byte).is_err());
+        assert!(tok.offsets(b"a", &[999], OffsetUnit::Byte).is_err());
+        let texts = vec![text.to_vec(), Vec::new(), b"\xA9".to_vec()];
+        let batch = tok.encode_batch_with_offsets(&texts, Some(&all), OffsetUnit::Byte);
+        for (x, got) in texts.iter().zip(&batch) {
+            assert_eq!(&tok.encode_with_offsets(x, Some(&all), OffsetUnit::Byte), got);
         }
     }
 

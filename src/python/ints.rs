@@ -18,13 +18,25 @@ impl IdInts {
         IdInts { ints: pyo3::sync::PyOnceLock::new(), bound: bound.min(INT_CACHE_MAX) }
     }
 
-    /// A Python list of the ids.
-    pub(crate) fn list<'py>(&self, py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
-        let ints = self.ints.get_or_init(py, || {
+    fn cache<'a>(&'a self, py: Python<'_>) -> &'a Vec<Py<PyAny>> {
+        self.ints.get_or_init(py, || {
             (0..self.bound as u64)
                 .map(|i| i.into_pyobject(py).map(|b| b.into_any().unbind()).expect("int"))
                 .collect()
-        });
+        })
+    }
+
+    /// A new reference to the Python int `v` (cached below the bound).
+    pub(crate) fn int_ptr(&self, py: Python<'_>, v: usize) -> PyResult<*mut pyo3::ffi::PyObject> {
+        Ok(match self.cache(py).get(v) {
+            Some(o) => o.clone_ref(py).into_ptr(),
+            None => v.into_pyobject(py)?.into_ptr(),
+        })
+    }
+
+    /// A Python list of the ids.
+    pub(crate) fn list<'py>(&self, py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
+        let ints = self.cache(py);
         let n = ids.len() as pyo3::ffi::Py_ssize_t;
         // SAFETY: PyList_New returns a new list of n NULL slots (or NULL with an exception
         // set); every slot is filled exactly once below with a new (owned) reference.

@@ -5,6 +5,7 @@
 mod counter;
 mod filter;
 mod ints;
+mod offsets;
 mod text;
 mod tokenizer;
 mod util;

@@ -2,13 +2,13 @@
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString};
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyString};
 
 use super::ints::IdInts;
 use super::text::{str_data, surrogate_error, StrData};
 use super::util::{guarded, in_pool, parse_algorithm, read_ids, to_py, unknown_id};
 use crate::mce::{Algorithm, Options};
-use crate::tokenizer::{SpecialMatcher, Tokenizer};
+use crate::tokenizer::{OffsetUnit, SpecialMatcher, Tokenizer};
 use crate::Error;
 
 /// Texts shorter than this are encoded without releasing the GIL (the release costs more).
@@ -65,6 +65,65 @@ impl PyCoreTokenizer {
             py.detach(|| guarded(|| self.inner.encode(data, m)))?
         };
         self.ints.list(py, &ids)
+    }
+
+    fn with_offsets_detached<'py>(
+        &self,
+        py: Python<'py>,
+        data: &[u8],
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        unit: OffsetUnit,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let m = allowed.map(|a| &a.get().inner);
+        let run = || self.inner.encode_with_offsets(data, m, unit);
+        let (ids, offs) = if data.len() < DETACH_BYTES { guarded(run)? } else { py.detach(|| guarded(run))? };
+        Ok((self.ints.list(py, &ids)?, super::offsets::spans(py, &self.ints, &offs)?))
+    }
+
+    /// The ids of each text and its UTF-8 size, encoded in parallel (longest first) with the
+    /// GIL released; the UTF-8 of each str is made in the workers.
+    fn encode_strs(
+        &self,
+        py: Python<'_>,
+        texts: &[Bound<'_, PyString>],
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<(Vec<Vec<u32>>, Vec<usize>)> {
+        let m = allowed.map(|a| &a.get().inner);
+        let all = self.map_strs(py, texts, num_threads, |tok, bytes, scratch| {
+            let mut out = Vec::with_capacity(bytes.len() / 4 + 1);
+            tok.encode_into(bytes, m, scratch, &mut out);
+            (out, bytes.len())
+        })?;
+        Ok(all.into_iter().unzip())
+    }
+
+    /// `f(tokenizer, utf8, scratch)` for each text, in parallel (longest first) with the GIL
+    /// released; the UTF-8 of each str is made in the workers. A lone surrogate is a ValueError
+    /// naming the text.
+    fn map_strs<R: Send>(
+        &self,
+        py: Python<'_>,
+        texts: &[Bound<'_, PyString>],
+        num_threads: Option<usize>,
+        f: impl Fn(&Tokenizer, &[u8], &mut crate::mce::Scratch) -> R + Sync,
+    ) -> PyResult<Vec<R>> {
+        let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
+        let tok = &self.inner;
+        let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
+        let run = || -> Result<Vec<R>, usize> {
+            crate::tokenizer::par_map_largest_first(
+                &sizes,
+                || (crate::mce::Scratch::default(), Vec::new()),
+                |(scratch, buf), k| {
+                    let bytes = datas[k].utf8(buf).map_err(|_| k)?;
+                    Ok(f(tok, bytes, scratch))
+                },
+            )
+            .into_iter()
+            .collect()
+        };
+        py.detach(|| guarded(|| in_pool(num_threads, run)))??.map_err(|k| surrogate_error(Some(k)))
     }
 
     fn batch<'py, T: AsRef<[u8]> + Sync>(
@@ -224,28 +283,51 @@ impl PyCoreTokenizer {
         allowed: Option<&Bound<'_, PySpecialMatcher>>,
         num_threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
-        let m = allowed.map(|a| &a.get().inner);
-        let tok = &self.inner;
-        let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
-        let run = || -> Result<Vec<Vec<u32>>, usize> {
-            crate::tokenizer::par_map_largest_first(
-                &sizes,
-                || (crate::mce::Scratch::default(), Vec::new()),
-                |(scratch, buf), k| {
-                    let bytes = datas[k].utf8(buf).map_err(|_| k)?;
-                    let mut out = Vec::with_capacity(bytes.len() / 4 + 1);
-                    tok.encode_into(bytes, m, scratch, &mut out);
-                    Ok(out)
-                },
-            )
-            .into_iter()
-            .collect()
-        };
-        let all = py
-            .detach(|| guarded(|| in_pool(num_threads, run)))??
-            .map_err(|k| surrogate_error(Some(k)))?;
+        let (all, _) = self.encode_strs(py, &texts, allowed, num_threads)?;
         self.ints.lists(py, &all)
+    }
+
+    /// `encode_batch` with the ids of all texts in one flat buffer: (ids, starts, sizes) as
+    /// bytearrays of native-endian u32 ids, i64 document starts (len(texts) + 1 of them; text
+    /// k's ids are ids[starts[k]..starts[k + 1]]) and i64 UTF-8 sizes of the texts. No Python
+    /// int is made per token; the Python side wraps them with numpy.frombuffer (no copy).
+    #[pyo3(signature = (texts, allowed=None, num_threads=None))]
+    fn encode_batch_flat<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<Bound<'_, PyString>>,
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyByteArray>, Bound<'py, PyByteArray>)> {
+        let (all, sizes) = self.encode_strs(py, &texts, allowed, num_threads)?;
+        let total: usize = all.iter().map(Vec::len).sum();
+        let ids = PyByteArray::new_with(py, total * 4, |buf| {
+            let mut at = 0;
+            for doc in &all {
+                for (dst, id) in buf[at..at + doc.len() * 4].chunks_exact_mut(4).zip(doc) {
+                    dst.copy_from_slice(&id.to_ne_bytes());
+                }
+                at += doc.len() * 4;
+            }
+            Ok(())
+        })?;
+        let starts = PyByteArray::new_with(py, (all.len() + 1) * 8, |buf| {
+            let mut at = 0i64;
+            for (k, dst) in buf.chunks_exact_mut(8).enumerate() {
+                dst.copy_from_slice(&at.to_ne_bytes());
+                if k < all.len() {
+                    at += all[k].len() as i64;
+                }
+            }
+            Ok(())
+        })?;
+        let sizes = PyByteArray::new_with(py, sizes.len() * 8, |buf| {
+            for (dst, &n) in buf.chunks_exact_mut(8).zip(&sizes) {
+                dst.copy_from_slice(&(n as i64).to_ne_bytes());
+            }
+            Ok(())
+        })?;
+        Ok((ids, starts, sizes))
     }
 
     #[pyo3(signature = (items, allowed=None, num_threads=None))]
@@ -258,6 +340,67 @@ impl PyCoreTokenizer {
     ) -> PyResult<Bound<'py, PyList>> {
         let data: Vec<&[u8]> = items.iter().map(|b| b.as_bytes()).collect();
         self.batch(py, &data, allowed, num_threads)
+    }
+
+    /// `encode` and each token's `(start, end)` character span in `text`.
+    #[pyo3(signature = (text, allowed=None))]
+    fn encode_with_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        text: &Bound<'_, PyString>,
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let data = str_data(text)?;
+        let mut buf = Vec::new();
+        let bytes = data.utf8(&mut buf).map_err(|_| surrogate_error(None))?;
+        self.with_offsets_detached(py, bytes, allowed, OffsetUnit::Char)
+    }
+
+    /// `encode_bytes` and each token's `(start, end)` byte span in `data`.
+    #[pyo3(signature = (data, allowed=None))]
+    fn encode_bytes_with_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        data: &[u8],
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        self.with_offsets_detached(py, data, allowed, OffsetUnit::Byte)
+    }
+
+    /// `encode_with_offsets` of every text, in parallel: a list of `(ids, spans)`.
+    #[pyo3(signature = (texts, allowed=None, num_threads=None))]
+    fn encode_batch_with_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<Bound<'_, PyString>>,
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let m = allowed.map(|a| &a.get().inner);
+        let all = self.map_strs(py, &texts, num_threads, |tok, bytes, scratch| {
+            let mut ids = Vec::with_capacity(bytes.len() / 4 + 1);
+            tok.encode_into(bytes, m, scratch, &mut ids);
+            let offs = tok.offsets(bytes, &ids, OffsetUnit::Char).expect("encode tiles its text");
+            (ids, offs)
+        })?;
+        super::offsets::pairs(py, &self.ints, &all)
+    }
+
+    /// `encode_bytes_with_offsets` of every input, in parallel: a list of `(ids, spans)`.
+    #[pyo3(signature = (items, allowed=None, num_threads=None))]
+    fn encode_bytes_batch_with_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        items: Vec<Bound<'_, PyBytes>>,
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let data: Vec<&[u8]> = items.iter().map(|b| b.as_bytes()).collect();
+        let m = allowed.map(|a| &a.get().inner);
+        let all = py.detach(|| {
+            guarded(|| in_pool(num_threads, || self.inner.encode_batch_with_offsets(&data, m, OffsetUnit::Byte)))
+        })??;
+        super::offsets::pairs(py, &self.ints, &all)
     }
 
     fn decode_bytes<'py>(&self, py: Python<'py>, ids: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {

@@ -141,10 +141,22 @@ import re
 from typing import (Any, Dict, Hashable, Iterable, Iterator, List, Optional, Sequence, Tuple,
                     Union)
 
-import numpy as np
-
 from . import _core
 from .adapters import Encoder, as_encoder
+
+
+
+class _LazyNumpy:
+    """``np`` for this module, imported on first use: ``import cnfmce`` (and this module) does not
+    import numpy; evaluating does."""
+
+    def __getattr__(self, name: str) -> Any:
+        import numpy
+        globals()["np"] = numpy
+        return getattr(numpy, name)
+
+
+np: Any = _LazyNumpy()
 
 __all__ = [
     "DEFAULT_ALPHAS", "evaluate", "compare", "fairness_gini", "language_costs", "gini",
@@ -582,7 +594,7 @@ def evaluate(tokenizer: Any, docs: Iterable[str], *, vocab_size: Optional[int] =
              batch_size: int = _BATCH) -> Dict[str, Any]:
     r"""Measures ``tokenizer`` on ``docs`` (an iterable of str, streamed in batches).
 
-    Every metric is defined in the module docstring of :mod:`cnfmce.evaluate`; in short, with
+    Every metric is defined in the module docstring of :mod:`cnfmce.evaluation`; in short, with
     :math:`N` tokens in total:
 
     * ``chars_per_token`` = Σ chars / N (Eq. 5), ``bytes_per_token`` = Σ UTF-8 bytes / N,
