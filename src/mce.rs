@@ -256,33 +256,8 @@ fn walk(ac: &Automaton, text: &[u8], a: usize, b: usize, from: u32, outs: &mut V
     states[0]
 }
 
-/// The segmentation algorithm.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Algorithm {
-    /// Min-cost encoding.
-    Mce,
-    /// Forward maximum matching: the longest token at each step, no unit rules.
-    Fmm,
-}
-
-/// Encoding options (saved with a tokenizer).
-#[derive(Clone, Copy, Debug)]
-pub struct Options {
-    pub algorithm: Algorithm,
-    /// λ: the penalty for a token that touches two units with an incomplete end. `f64::INFINITY`
-    /// forbids such tokens.
-    pub boundary_penalty: f64,
-    /// ε(t) on or off.
-    pub token_preference: bool,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options { algorithm: Algorithm::Mce, boundary_penalty: 0.05, token_preference: true }
-    }
-}
-
 pub use crate::cost::token_preference;
+pub use crate::options::{Algorithm, Options};
 
 /// A vocabulary with its encoding options.
 pub struct Encoder {
