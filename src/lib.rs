@@ -34,6 +34,7 @@
 //! ```
 
 mod automaton;
+mod cost;
 mod count;
 mod error;
 mod filter;
@@ -45,9 +46,6 @@ mod spill;
 mod tokenizer;
 mod train;
 mod trie;
-// `boundary` and `unit_indices` are used by tests only until the unit-crossing rule gets its one
-// home (issue 12, item 3).
-#[allow(dead_code)]
 mod units;
 mod vocab;
 
