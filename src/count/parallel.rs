@@ -15,15 +15,25 @@ use crate::units::unit_starts;
 const FLUSH: usize = 256;
 
 /// Slots of the per-worker cache (direct mapped by hash).
-const CACHE: usize = 1 << 12;
+const CACHE: usize = 1 << 16;
+
+/// Candidates a worker has hashed (and whose cache slot it has prefetched) before it adds
+/// them: the cache is too big for L1, so each slot is requested this many candidates ahead.
+const AHEAD: usize = 16;
 
 /// A counting worker: a small direct-mapped cache that absorbs repeated candidates (frequent
 /// substrings are most of the occurrences), and per-shard buffers of evicted `(hash, key,
-/// count)` that go to the shared table in batches. Everything is flushed on drop.
+/// count)` that go to the shared table in batches. A candidate is hashed when it comes in and
+/// counted [`AHEAD`] candidates later, its cache slot prefetched meanwhile. Everything is
+/// flushed on drop.
 struct Worker<'a, K: CountKey> {
     table: &'a Table<K>,
-    cache: Vec<Option<(u64, K, u64)>>,
+    /// Empty keys mark free slots.
+    cache: Vec<(u64, K, u64)>,
     bufs: Vec<Vec<(u64, K, u64)>>,
+    /// Hashed candidates waiting to be counted (a ring of `AHEAD`).
+    pending: Vec<(u64, K)>,
+    head: usize,
     starts: Vec<u8>,
 }
 
@@ -31,8 +41,10 @@ impl<'a, K: CountKey> Worker<'a, K> {
     fn new(table: &'a Table<K>) -> Self {
         Worker {
             table,
-            cache: vec![None; CACHE],
+            cache: vec![(0, K::empty(), 0); CACHE],
             bufs: (0..SHARDS).map(|_| Vec::new()).collect(),
+            pending: Vec::with_capacity(AHEAD),
+            head: 0,
             starts: Vec::new(),
         }
     }
@@ -54,13 +66,26 @@ impl<'a, K: CountKey> Worker<'a, K> {
     fn push(&mut self, cand: &[u8]) {
         let k = K::from_bytes(cand);
         let h = fx(&k);
-        let slot = (h as usize) & (CACHE - 1);
-        match &mut self.cache[slot] {
-            Some((hh, kk, c)) if *hh == h && *kk == k => *c += 1,
-            entry => {
-                if let Some(old) = entry.replace((h, k, 1)) {
-                    self.evict(old);
-                }
+        crate::mem::prefetch(&self.cache[(h as usize) & (CACHE - 1)]);
+        if self.pending.len() < AHEAD {
+            self.pending.push((h, k));
+            return;
+        }
+        let (oh, ok) = std::mem::replace(&mut self.pending[self.head], (h, k));
+        self.head = (self.head + 1) % AHEAD;
+        self.count(oh, ok);
+    }
+
+    /// Counts one occurrence of `k` (hash `h`).
+    #[inline]
+    fn count(&mut self, h: u64, k: K) {
+        let slot = &mut self.cache[(h as usize) & (CACHE - 1)];
+        if slot.0 == h && slot.1 == k {
+            slot.2 += 1;
+        } else {
+            let old = std::mem::replace(slot, (h, k, 1));
+            if !old.1.is_empty_key() {
+                self.evict(old);
             }
         }
     }
@@ -68,8 +93,13 @@ impl<'a, K: CountKey> Worker<'a, K> {
 
 impl<K: CountKey> Drop for Worker<'_, K> {
     fn drop(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        for (h, k) in pending {
+            self.count(h, k);
+        }
         for slot in 0..CACHE {
-            if let Some(e) = self.cache[slot].take() {
+            let e = std::mem::replace(&mut self.cache[slot], (0, K::empty(), 0));
+            if !e.1.is_empty_key() {
                 self.evict(e);
             }
         }
