@@ -6,32 +6,93 @@
 //! valid (it touches three units and does not start at a unit start), or when a valid substring
 //! shorter than the round's minimum length is not in the trie of earlier rounds with a count of
 //! at least the round's threshold.
+//!
+//! A round without a trie (the first) is enumerated unit by unit instead of position by
+//! position, with the same result: every candidate starting in a unit `U` either lies within
+//! `U` and the unit after it, `V` (it touches at most two units, so it is valid), or starts at
+//! `U`'s start and covers three or more whole units. The first kind depends only on the bytes of
+//! the pair `UV`, which recurs far more often than its candidates are distinct (`"the"` + `" "`),
+//! so a [`Sink`] may count pairs and list their candidates ([`pair_candidates`]) once per
+//! distinct pair with its count.
 
 use crate::cost::{crossing, Crossing};
 use super::rounds::Round;
 use crate::trie::{ByteTrie, ROOT};
 
-/// Algorithm 1's CountCandidates for the start positions in `positions` of one document:
-/// calls `emit` with every counted candidate. `starts` holds the unit starts of `doc` followed
-/// by a sentinel 1 (length `doc.len() + 1`). `trie` is used for lengths below `round.min_len`.
+/// Where the candidates of a document go.
+pub(crate) trait Sink {
+    /// One occurrence of a candidate.
+    fn candidate(&mut self, c: &[u8]);
+    /// One occurrence of the unit pair `p` (its first unit is `p[..split]`, at most
+    /// [`PAIR_MAX`] bytes, followed in the document by a character boundary): it stands for the
+    /// candidates `pair_candidates(p, split, max_len, true, ..)` lists.
+    fn pair(&mut self, p: &[u8], split: usize, max_len: usize) {
+        pair_candidates(p, split, max_len, true, |c| self.candidate(c));
+    }
+}
+
+impl<F: FnMut(&[u8])> Sink for F {
+    #[inline]
+    fn candidate(&mut self, c: &[u8]) {
+        self(c)
+    }
+}
+
+/// Longest unit pair given to [`Sink::pair`] (longer pairs are listed where they occur).
+pub(crate) const PAIR_MAX: usize = 30;
+
+/// The candidates that start in the first unit of the unit pair `p` (the units `p[..split]`
+/// and `p[split..]`) and end within the pair: at most `max_len` bytes, starting and ending on
+/// character boundaries (`end_ok`: the byte after the pair is not a UTF-8 continuation byte).
+/// They touch one or two units, so all of them are valid.
+#[inline]
+pub(crate) fn pair_candidates(p: &[u8], split: usize, max_len: usize, end_ok: bool, mut emit: impl FnMut(&[u8])) {
+    let m = p.len();
+    for i in 0..split {
+        if p[i] & 0xC0 == 0x80 {
+            continue;
+        }
+        for j in i + 1..=m.min(i + max_len) {
+            if if j < m { p[j] & 0xC0 == 0x80 } else { !end_ok } {
+                continue;
+            }
+            emit(&p[i..j]);
+        }
+    }
+}
+
+/// Algorithm 1's CountCandidates for the start positions in `positions` of one document: gives
+/// `sink` every counted candidate. `starts` holds the unit starts of `doc` followed by a
+/// sentinel 1 (length `doc.len() + 1`). `trie` is used for lengths below `round.min_len`.
+///
+/// A round without a trie goes unit by unit: the units that start in `positions` give all
+/// candidates that start in them, wherever they end (so ranges that split a document give
+/// each candidate once between them).
 pub(crate) fn count_candidates(
     doc: &[u8],
     starts: &[u8],
     positions: std::ops::Range<usize>,
     round: &Round,
     trie: Option<&ByteTrie>,
-    mut emit: impl FnMut(&[u8]),
+    sink: &mut impl Sink,
 ) {
     let n = doc.len();
     debug_assert_eq!(starts.len(), n + 1);
     let Some(trie) = trie.filter(|_| round.min_len > 1) else {
-        for i in positions {
-            if doc[i] & 0xC0 != 0x80 {
-                candidates_at(doc, starts, i, round, None, &mut emit); // on character boundaries
+        if round.min_len > 1 {
+            // Without a trie every prefix is missing: nothing reaches min_len (kept as the walk
+            // says, for callers that give no trie).
+            for i in positions {
+                if doc[i] & 0xC0 != 0x80 {
+                    candidates_at(doc, starts, i, round, None, &mut |c: &[u8]| sink.candidate(c));
+                }
             }
+            return;
         }
+        by_units(doc, starts, positions, round.max_len, sink);
         return;
     };
+    let mut emit = |c: &[u8]| sink.candidate(c);
     // Positions go in blocks: the Bloom filter's words for a whole block are requested before
     // the first is read.
     const BLOCK: usize = 32;
@@ -62,11 +123,56 @@ pub(crate) fn count_candidates(
     }
 }
 
+/// A round of minimum length 1 (no trie), unit by unit (see the module documentation).
+fn by_units(doc: &[u8], starts: &[u8], positions: std::ops::Range<usize>, max_len: usize, sink: &mut impl Sink) {
+    let n = doc.len();
+    // The unit start after x (the sentinel makes n one).
+    let next = |x: usize| {
+        let mut y = x + 1;
+        while starts[y] == 0 {
+            y += 1;
+        }
+        y
+    };
+    let mut a = positions.start;
+    while a < positions.end && starts[a] == 0 {
+        a += 1; // that unit belongs to the range before
+    }
+    if a >= positions.end {
+        return;
+    }
+    let mut b = next(a);
+    while a < positions.end {
+        let c = if b < n { next(b) } else { n };
+        let end_ok = c == n || doc[c] & 0xC0 != 0x80;
+        if c - a <= PAIR_MAX && end_ok {
+            sink.pair(&doc[a..c], b - a, max_len);
+        } else {
+            pair_candidates(&doc[a..c], b - a, max_len, end_ok, |x| sink.candidate(x));
+        }
+        // Three or more whole units from a.
+        if doc[a] & 0xC0 != 0x80 {
+            let mut e = c;
+            while e < n {
+                e = next(e);
+                if e - a > max_len {
+                    break;
+                }
+                if e == n || doc[e] & 0xC0 != 0x80 {
+                    sink.candidate(&doc[a..e]);
+                }
+            }
+        }
+        a = b;
+        b = c;
+    }
+}
+
 /// Algorithm 1's enumeration from one start position `i` (a character boundary).
 #[inline(always)]
 fn candidates_at(doc: &[u8], starts: &[u8], i: usize, round: &Round, trie: Option<&ByteTrie>, emit: &mut impl FnMut(&[u8])) {
     let n = doc.len();
-    let check_trie = trie.is_some();
+    let check_trie = round.min_len > 1;
     let start_i = starts[i] != 0;
     let mut units = 1usize;
     let mut node = Some(ROOT);
@@ -208,7 +314,7 @@ mod tests {
         for case in 0..300 {
             let pieces = 1 + rng.below(120);
             let doc = text(&mut rng, pieces);
-            let min_len = 1 + rng.below(14);
+            let min_len = if rng.below(3) == 0 { 1 } else { 1 + rng.below(14) };
             let round = Round { min_len, max_len: min_len + rng.below(20), threshold: 2 };
             // keys: a random share of the substrings shorter than min_len (sometimes all)
             let keep = 1 + rng.below(4);
@@ -223,7 +329,9 @@ mod tests {
             }
             let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
             let trie = ByteTrie::from_sorted(&refs);
-            let want = reference(&doc, &round, &keys);
+            let use_trie = rng.below(8) != 0;
+            let none = std::collections::BTreeSet::new();
+            let want = reference(&doc, &round, if use_trie { &keys } else { &none });
             let mut starts = Vec::new();
             unit_starts(&doc, &mut starts);
             starts.push(1);
@@ -231,7 +339,8 @@ mod tests {
             let cut = rng.below(len + 1);
             let mut got = BTreeMap::new();
             for r in [0..cut, cut..doc.len()] {
-                count_candidates(&doc, &starts, r, &round, Some(&trie), |c| *got.entry(c.to_vec()).or_insert(0u64) += 1);
+                let trie = use_trie.then_some(&trie);
+                count_candidates(&doc, &starts, r, &round, trie, &mut |c: &[u8]| *got.entry(c.to_vec()).or_insert(0u64) += 1);
             }
             assert_eq!(got, want, "case {case}: {doc:?} {round:?}");
         }
