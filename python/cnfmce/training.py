@@ -299,7 +299,7 @@ class Counts(dict):
 def count(inputs: Inputs, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SIZE,
           rounds: Sequence[Tuple[int, int, int]] = DEFAULT_ROUNDS, num_threads: Optional[int] = None,
           progress: bool = True, memory_limit: Optional[int] = None,
-          tmp_dir: Optional[str] = None) -> Counts:
+          tmp_dir: Optional[str] = None, backend: str = "local", **backend_options: Any) -> Counts:
     """The counting phase of CNF (paper Algorithm 1): counts valid candidates in length rounds
     and returns the ``raw_vocab_size`` most frequent (ties by bytes) as :class:`Counts`.
 
@@ -311,7 +311,14 @@ def count(inputs: Inputs, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SI
     always documents. ``memory_limit`` (bytes, default
     a sixth of the machine's memory, at least 1 GB) bounds the counting tables: beyond it they are spilled to sorted
     runs in ``tmp_dir`` and merged, so the counts stay exact.
+
+    ``backend="ray"`` counts on a Ray cluster (:func:`cnfmce.ray.count`, whose extra keyword
+    arguments ``backend_options`` are), with the same result.
     """
+    if _backend(backend, backend_options, "count") is not None:
+        from . import ray as _ray_backend
+        return _ray_backend.count(inputs, raw_vocab_size, rounds, num_threads, progress,
+                                  memory_limit, tmp_dir, **backend_options)
     with _work_dir(tmp_dir) as tmp:
         limit, budget = _memory(memory_limit)
         counter = _core.Counter(rounds, raw_vocab_size, budget, os.path.join(tmp, ""),
@@ -330,11 +337,11 @@ def count(inputs: Inputs, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SI
         return Counts(zip(toks, counts), info=info)
 
 
-def _memory(memory_limit: Optional[int]) -> Tuple[int, int]:
+def _memory(memory_limit: Optional[int], floor: int = 16 << 20) -> Tuple[int, int]:
     """(the memory limit, the counting tables' budget): the tables get 60% of what the limit
     leaves; the rest covers batches, the kept candidates, the trie and hash-table growth."""
     limit = default_memory_limit() if memory_limit is None else _check_positive("memory_limit", memory_limit)
-    return limit, max(16 << 20, int(0.6 * (limit - _rss_bytes())))
+    return limit, max(floor, int(0.6 * (limit - _rss_bytes())))
 
 
 def _warn_rounds(rounds: Sequence[Tuple[int, int, int]]) -> None:
@@ -398,6 +405,18 @@ def _counting_done(corpus: "_Corpus", info: Dict[str, Any], t_start: float, limi
                       f"{_fmt_bytes(limit)}", RuntimeWarning, stacklevel=stacklevel)
 
 
+def _backend(backend: Any, options: Dict[str, Any], call: str) -> Optional[str]:
+    """None for the local backend (refusing backend options), "ray" for Ray."""
+    if backend == "local":
+        if options:
+            raise TypeError(f"{call}() got unexpected keyword argument(s) {', '.join(sorted(options))} "
+                            "(Ray options need backend='ray')")
+        return None
+    if backend == "ray":
+        return "ray"
+    raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
+
+
 # --- counts files -----------------------------------------------------------------------------
 
 def save_counts(counts: Mapping[bytes, int], path: "os.PathLike[str] | str") -> None:
@@ -406,9 +425,15 @@ def save_counts(counts: Mapping[bytes, int], path: "os.PathLike[str] | str") -> 
     Format: a first line ``# cnfmce counts v1``, a second line ``# `` followed by a JSON object
     (how the counts were made; may be ``{}``), then one ``<base64 bytes>\\t<count>`` line per
     candidate, best first (count descending, ties by bytes).
+
+    A path ending in ``.parquet`` gets the parquet layout instead (see :func:`load_counts`),
+    rows best first, the JSON object in the schema metadata under ``cnfmce``.
     """
     info = getattr(counts, "info", {}) or {}
     items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    if _is_parquet_counts(path):
+        _save_parquet_counts(items, info, path)
+        return
     lines = [COUNTS_MAGIC, "# " + json.dumps(info, ensure_ascii=True, default=str)]
     for tok, c in items:
         if not isinstance(tok, bytes) or not isinstance(c, int) or c < 0:
@@ -418,8 +443,22 @@ def save_counts(counts: Mapping[bytes, int], path: "os.PathLike[str] | str") -> 
 
 
 def load_counts(path: "os.PathLike[str] | str") -> Counts:
-    """Reads a counts file written by :func:`save_counts` / ``cnfmce count``."""
+    """Reads a counts file written by :func:`save_counts` / ``cnfmce count``, or counts as
+    parquet (a ``.parquet`` file, or a directory of them as Spark and Ray Data write them).
+
+    **Parquet counts layout**: columns ``token`` (``binary``; ``string`` is accepted too and
+    read as its UTF-8 bytes) and ``count`` (``int64``, or any integer type; non-negative), other
+    columns ignored; rows in any order and in any number of row groups and files (a directory:
+    every ``*.parquet`` file under it); a token present in several rows or files has the sum of
+    their counts. No nulls, no empty tokens. The result is ordered best first.
+    """
     p = os.fspath(path)
+    if _is_parquet_counts(p):
+        merger = _core.CountsMerger(1 << 62, tempfile.gettempdir())
+        for toks, vals in _parquet_counts_chunks(p):
+            merger.add_counts(toks, vals)
+        toks, vals = merger.top(None)
+        return Counts(zip(toks, vals), info=_parquet_info(p))
     data = read_bytes(p)
     lines = data.split(b"\n")
     if not lines or lines[0].strip().decode("ascii", "replace") != COUNTS_MAGIC:
@@ -456,20 +495,209 @@ def load_counts(path: "os.PathLike[str] | str") -> Counts:
     return out
 
 
-def merge_counts(*counts: Union[Mapping[bytes, int], "os.PathLike[str]", str]) -> Counts:
-    """Sums several counts (mappings or counts files), e.g. made on different machines.
+def merge_counts(*counts: Union[Mapping[bytes, int], "os.PathLike[str]", str],
+                 raw_vocab_size: Optional[int] = None, output: Optional[Union[str, "os.PathLike[str]"]] = None,
+                 memory_limit: Optional[int] = None, tmp_dir: Optional[str] = None) -> Any:
+    """Sums several counts (mappings, counts files, parquet counts files or directories of them,
+    see :func:`load_counts`), e.g. made on different machines or by a Spark / Ray job.
+
+    Streaming, in bounded memory: the inputs are read in chunks into the core's merger, which
+    keeps at most ``memory_limit`` bytes (default as for :func:`count`) and spills sorted runs
+    to ``tmp_dir`` beyond it, then merges them in one pass. Returns :class:`Counts`, best first:
+    all the candidates, or the best ``raw_vocab_size`` (ties by bytes; only those are held).
+    With ``output`` (a ``.parquet`` path, or a counts-file path) the result is written there
+    atomically instead and the path is returned; a parquet output without ``raw_vocab_size``
+    is written while merging (rows in bytewise order), so the merged counts are never all in
+    memory.
 
     Counts made on shards of a corpus are exact sums only where every shard kept the candidate;
     candidates cut by a shard's threshold or ``raw_vocab_size`` are undercounted. Count shards with
-    generous ``raw_vocab_size`` to keep the merge close to counting the whole corpus at once.
+    generous ``raw_vocab_size`` to keep the merge close to counting the whole corpus at once
+    (or count on a cluster: :func:`cnfmce.ray.count` is exact).
     """
-    out = Counts()
-    for c in counts:
-        m = load_counts(c) if isinstance(c, (str, os.PathLike)) else c
-        for k, v in m.items():
-            out[k] = out.get(k, 0) + v
-    out.info = {"merged": len(counts)}
+    if raw_vocab_size is not None:
+        _check_positive("raw_vocab_size", raw_vocab_size)
+    _, budget = _memory(memory_limit, floor=1 << 16)
+    with _work_dir(tmp_dir) as tmp:
+        merger = _core.CountsMerger(budget, os.path.join(tmp, ""))
+        for c in counts:
+            for toks, vals in _counts_chunks(c):
+                merger.add_counts(toks, vals)
+        info = {"merged": len(counts), **{k: v for k, v in merger.stats().items()
+                                           if k in ("records", "spills", "spilled_bytes")}}
+        if output is not None and raw_vocab_size is None and _is_parquet_counts(output):
+            _stream_parquet_counts(merger, info, output)
+            return os.fspath(output)
+        toks, vals = merger.top(raw_vocab_size)
+    out = Counts(zip(toks, vals), info=info)
+    if output is not None:
+        save_counts(out, output)
+        return os.fspath(output)
     return out
+
+
+PARQUET_COUNTS_CHUNK = 1 << 18  # rows per chunk when streaming counts
+
+
+def _is_parquet_counts(path: Any) -> bool:
+    if not isinstance(path, (str, os.PathLike)):
+        return False
+    p = os.fspath(path)
+    return p.lower().endswith(".parquet") or os.path.isdir(p)
+
+
+def _parquet_files(p: str) -> List[str]:
+    if os.path.isdir(p):
+        files = sorted(os.path.join(r, f) for r, _, fs in os.walk(p) for f in fs
+                       if f.lower().endswith(".parquet") and not f.startswith((".", "_")))
+        if not files:
+            raise TokenizerFileError(f"{p}: a directory without .parquet counts files")
+        return files
+    if not os.path.exists(p):
+        raise FileNotFoundError(f"no such file: {p}")
+    return [p]
+
+
+def _pq() -> Any:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("parquet counts need pyarrow (pip install 'cnfmce[formats]')") from e
+    return pq
+
+
+def _parquet_counts_chunks(p: str) -> Iterator[Tuple[List[bytes], List[int]]]:
+    """(tokens, counts) chunks of parquet counts (the layout of :func:`load_counts`), checked."""
+    import pyarrow as pa
+    pq = _pq()
+    for f in _parquet_files(p):
+        try:
+            pf = pq.ParquetFile(f)
+        except Exception as e:  # pyarrow raises its own error types
+            raise TokenizerFileError(f"{f}: not a readable parquet file ({e})") from None
+        schema = pf.schema_arrow
+        missing = [c for c in ("token", "count") if c not in schema.names]
+        if missing:
+            raise TokenizerFileError(f"{f}: parquet counts need columns 'token' (binary) and "
+                                     f"'count' (int64); missing {missing} (columns: {schema.names})")
+        tt, ct = schema.field("token").type, schema.field("count").type
+        is_str = pa.types.is_string(tt) or pa.types.is_large_string(tt)
+        if not (pa.types.is_binary(tt) or pa.types.is_large_binary(tt) or is_str):
+            raise TokenizerFileError(f"{f}: column 'token' is {tt}, expected binary")
+        if not pa.types.is_integer(ct):
+            raise TokenizerFileError(f"{f}: column 'count' is {ct}, expected int64")
+        row = 0
+        batches = pf.iter_batches(columns=["token", "count"], batch_size=PARQUET_COUNTS_CHUNK)
+        while True:
+            try:
+                b = next(batches)
+            except StopIteration:
+                break
+            except Exception as e:  # corrupt pages raise pyarrow's own error types
+                raise TokenizerFileError(f"{f}: cannot read after row {row}: corrupt data ({e})") from None
+            toks, vals = b.column(0), b.column(1)
+            if toks.null_count or vals.null_count:
+                raise TokenizerFileError(f"{f}: null tokens or counts after row {row}")
+            tl = toks.to_pylist()
+            if is_str:
+                tl = [t.encode("utf-8") for t in tl]
+            vl = vals.to_pylist()
+            for k, (t, v) in enumerate(zip(tl, vl)):
+                if not t or v < 0:
+                    raise TokenizerFileError(f"{f}: row {row + k + 1}: empty token or negative count")
+            row += len(tl)
+            yield tl, vl
+
+
+def _parquet_info(p: str) -> Dict[str, Any]:
+    if os.path.isdir(p):
+        return {}
+    try:
+        md = _pq().ParquetFile(p).schema_arrow.metadata or {}
+        info = json.loads(md.get(b"cnfmce", b"{}"))
+        return info if isinstance(info, dict) else {}
+    except (ValueError, TypeError, OSError):
+        return {}
+
+
+def _parquet_schema(info: Dict[str, Any]) -> Any:
+    import pyarrow as pa
+    return pa.schema([("token", pa.binary()), ("count", pa.int64())],
+                     metadata={"cnfmce": json.dumps(info, ensure_ascii=True, default=str)})
+
+
+def _parquet_arrays(toks: List[bytes], vals: List[int]) -> Any:
+    import pyarrow as pa
+    if vals and max(vals) >= 2**63:
+        raise ValueError("a count of 2**63 or more does not fit parquet counts' int64")
+    return pa.record_batch([pa.array(toks, pa.binary()), pa.array(vals, pa.int64())],
+                           names=["token", "count"])
+
+
+def _atomic_parquet(path: Any, write: Any) -> None:
+    p = os.fspath(path)
+    d = os.path.dirname(os.path.abspath(p))
+    fd, tmp = tempfile.mkstemp(prefix=".cnfmce-", suffix=".parquet.tmp", dir=d)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _save_parquet_counts(items: List[Tuple[bytes, int]], info: Dict[str, Any], path: Any) -> None:
+    for tok, c in items:
+        if not isinstance(tok, bytes) or not tok or not isinstance(c, int) or c < 0:
+            raise TypeError("counts must map non-empty bytes to non-negative ints")
+    pq = _pq()
+    schema = _parquet_schema(info)
+
+    def write(tmp: str) -> None:
+        with pq.ParquetWriter(tmp, schema) as w:
+            for i in range(0, max(1, len(items)), PARQUET_COUNTS_CHUNK):
+                part = items[i:i + PARQUET_COUNTS_CHUNK]
+                w.write_batch(_parquet_arrays([t for t, _ in part], [c for _, c in part]))
+    _atomic_parquet(path, write)
+
+
+def _stream_parquet_counts(merger: Any, info: Dict[str, Any], path: Any) -> None:
+    pq = _pq()
+    schema = _parquet_schema(info)
+
+    def write(tmp: str) -> None:
+        with pq.ParquetWriter(tmp, schema) as w:
+            merger.for_each_chunk(lambda t, v: w.write_batch(_parquet_arrays(t, v)), PARQUET_COUNTS_CHUNK)
+    _atomic_parquet(path, write)
+
+
+def _counts_chunks(c: Any) -> Iterator[Tuple[List[bytes], List[int]]]:
+    """(tokens, counts) chunks of one input of :func:`merge_counts`."""
+    if _is_parquet_counts(c):
+        yield from _parquet_counts_chunks(os.fspath(c))
+    elif isinstance(c, (str, os.PathLike)):
+        yield _count_lists(load_counts(c))
+    elif isinstance(c, Mapping):
+        yield _count_lists(c)
+    else:
+        raise TypeError(f"counts must be mappings bytes -> int or paths, got {type(c).__name__}")
+
+
+def _load_any_counts(counts: Any, raw_vocab_size: Optional[int], tmp: str) -> Tuple[List[bytes], List[int]]:
+    """The counts ``train_from_counts`` takes, as two lists: a mapping, a counts file, or
+    parquet counts (streamed; only the best ``raw_vocab_size`` are held when it is given)."""
+    if _is_parquet_counts(counts):
+        merger = _core.CountsMerger(_memory(None)[1], os.path.join(tmp, ""))
+        for toks, vals in _parquet_counts_chunks(os.fspath(counts)):
+            merger.add_counts(toks, vals)
+        return merger.top(raw_vocab_size)
+    if isinstance(counts, (str, os.PathLike)):
+        counts = load_counts(counts)
+    elif not isinstance(counts, Mapping):
+        raise TypeError("counts must be a mapping bytes -> int or the path of a counts file")
+    return _count_lists(counts)
 
 
 def _count_lists(counts: Mapping[bytes, int]) -> Tuple[List[bytes], List[int]]:
@@ -491,22 +719,26 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
                       num_threads: Optional[int] = None, progress: bool = True,
                       raw_vocab_size: Optional[int] = None, algorithm: str = "mce",
                       boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True,
-                      tmp_dir: Optional[str] = None) -> Tokenizer:
+                      tmp_dir: Optional[str] = None, backend: str = "local",
+                      **backend_options: Any) -> Tokenizer:
     """The filtering phase of CNF: encodes ``inputs`` once with MCE over the raw vocabulary
     (``counts``: a mapping bytes -> count, or the path of a counts file; the best
     ``raw_vocab_size`` of them, all when None) and keeps the ``vocab_size - len(special_tokens)``
     most used tokens, all 256 single bytes included, ids ordered by usage (ties by bytes);
-    special tokens get the last ids."""
+    special tokens get the last ids. ``counts`` may also be parquet counts (a ``.parquet`` file or
+    a directory of them; layout in :func:`load_counts`), read streaming. ``backend="ray"``
+    filters on a Ray cluster (:func:`cnfmce.ray.train_from_counts`)."""
+    if _backend(backend, backend_options, "train_from_counts") is not None:
+        from . import ray as _ray_backend
+        return _ray_backend.train_from_counts(counts, inputs, vocab_size, special_tokens, num_threads,
+                                              progress, raw_vocab_size, algorithm, boundary_penalty,
+                                              token_preference, tmp_dir, **backend_options)
     opts = _check_options(algorithm, boundary_penalty, token_preference)
     with _work_dir(tmp_dir) as tmp:
         trainer = _core.Trainer(vocab_size, raw_vocab_size, None, special_tokens, opts,
                                 tmp_dir=os.path.join(tmp, ""), num_threads=_check_threads(num_threads))
         try:
-            if isinstance(counts, (str, os.PathLike)):
-                counts = load_counts(counts)
-            elif not isinstance(counts, Mapping):
-                raise TypeError("counts must be a mapping bytes -> int or the path of a counts file")
-            trainer.use_counts(*_count_lists(counts))
+            trainer.use_counts(*_load_any_counts(counts, raw_vocab_size, tmp))
             corpus = _Corpus(inputs, tmp)
             return _run(trainer, corpus, progress, {}, vocab_size)
         finally:
@@ -561,7 +793,7 @@ def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_
           num_threads: Optional[int] = None, progress: bool = True,
           memory_limit: Optional[int] = None, algorithm: str = "mce",
           boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True,
-          tmp_dir: Optional[str] = None) -> Tokenizer:
+          tmp_dir: Optional[str] = None, backend: str = "local", **backend_options: Any) -> Tokenizer:
     """Trains a CNF vocabulary (SPEC section 4) and returns its :class:`Tokenizer`.
 
     ``inputs``: documents or paths, as for :func:`count` (the rule of :mod:`cnfmce.corpus`; wrap
@@ -572,7 +804,16 @@ def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_
     None means ``cnfmce._core.default_raw_vocab_size(vocab_size)`` (a multiple of ``vocab_size``).
     The same inputs give the same vocabulary whatever ``num_threads`` and whatever the order of
     the documents.
+
+    ``backend="ray"`` trains on a Ray cluster (:func:`cnfmce.ray.train`; ``backend_options``
+    such as ``ray_address``, ``block_size``, ``num_partitions`` go to it): the same vocabulary,
+    byte for byte.
     """
+    if _backend(backend, backend_options, "train") is not None:
+        from . import ray as _ray_backend
+        return _ray_backend.train(inputs, vocab_size, raw_vocab_size, rounds, special_tokens,
+                                  num_threads, progress, memory_limit, algorithm, boundary_penalty,
+                                  token_preference, tmp_dir, **backend_options)
     opts = _check_options(algorithm, boundary_penalty, token_preference)
     with _work_dir(tmp_dir) as tmp:
         limit, budget = _memory(memory_limit)
