@@ -2,8 +2,7 @@
 //! `cargo run --release --example encode_file -- VOCAB.tiktoken TEXT [mce|fmm] [repeats]`.
 use std::time::Instant;
 
-use cnfmce::mce::{Algorithm, Options};
-use cnfmce::tokenizer::Tokenizer;
+use cnfmce::{Algorithm, Options, Tokenizer};
 
 fn b64(s: &[u8]) -> Vec<u8> {
     let val = |c: u8| -> u32 {
@@ -45,7 +44,7 @@ fn main() {
     }
     units_only(&text);
     let t0 = Instant::now();
-    let tok = Tokenizer::new(entries, vec![], Options { algorithm: alg, ..Options::default() }).unwrap();
+    let tok = Tokenizer::new(entries, vec![], Options::default().with_algorithm(alg)).unwrap();
     eprintln!("built {} tokens in {:.2}s", tok.vocab().len(), t0.elapsed().as_secs_f64());
     let t0 = Instant::now();
     let mut n = 0;
@@ -61,7 +60,7 @@ fn units_only(text: &[u8]) {
     let t0 = Instant::now();
     let mut v = Vec::new();
     for _ in 0..10 {
-        cnfmce::units::unit_starts(text, &mut v);
+        cnfmce::unit_starts(text, &mut v);
     }
     eprintln!("unit_starts {:.1} MB/s", (text.len() * 10) as f64 / t0.elapsed().as_secs_f64() / 1e6);
 }

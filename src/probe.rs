@@ -26,10 +26,12 @@ impl<K: SlotKey> ProbeTable<K> {
         ProbeTable { slots: Vec::new(), len: 0, hash }
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -1,4 +1,4 @@
-"""Tests of cnfmce.evaluate, cnfmce.adapters and cnfmce.eval_cli.
+"""Tests of cnfmce.evaluation (cnfmce.evaluate, cnfmce.compare), cnfmce.adapters and cnfmce.eval_cli.
 
 Every metric is checked on small examples whose values are worked out by hand in the comments,
 then against a slow, direct re-implementation of the definitions on random texts and random
@@ -23,7 +23,7 @@ import pytest
 import cnfmce
 from cnfmce.adapters import (CnfmceEncoder, Encoder, HFEncoder, SentencePieceEncoder,
                              TiktokenEncoder, as_encoder, load_encoder)
-from cnfmce.evaluate import (compare, crossing_count, digit_alignment, edit_distance, evaluate,
+from cnfmce.evaluation import (compare, crossing_count, digit_alignment, edit_distance, evaluate,
                              fairness_gini, gini, language_costs, renyi_efficiency, renyi_entropy)
 from cnfmce.eval_cli import add_eval_parser, main_eval
 
@@ -435,7 +435,7 @@ ALPHABET = list("abcxyz ABC  ,.-'_01234567899") + ["é", "ß", "你", "好", "�
 
 
 def brute(text: str, pieces: List[bytes]) -> Dict[str, float]:
-    """The definitions of cnfmce.evaluate, one token and one character at a time."""
+    """The definitions of cnfmce.evaluation, one token and one character at a time."""
     data = text.encode()
     starts = ref.unit_starts(data)
     w = ref.unit_indices(starts)

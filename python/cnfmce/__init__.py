@@ -4,17 +4,29 @@
 >>> tok = cnfmce.Tokenizer.from_tiktoken("o200k_base.tiktoken")   # doctest: +SKIP
 >>> tok.encode("hello world")                                      # doctest: +SKIP
 >>> tok = cnfmce.train(["first document", "second document"], vocab_size=300)  # doctest: +SKIP
+>>> cnfmce.evaluate(tok, ["some text"])["chars_per_token"]               # doctest: +SKIP
+
+``cnfmce.evaluate`` and ``cnfmce.compare`` are the functions of :mod:`cnfmce.evaluation` (the
+module that defines the metrics). ``cnfmce.evaluate`` was once the module's name:
+``from cnfmce.evaluate import compare`` still works (the old name is an alias of the module), but
+``cnfmce.evaluate`` itself is the function.
 """
 
+import sys as _sys
+
+from . import evaluation
 from ._core import __version__
+from .corpus import Documents
 from .errors import CnfmceError, CorpusError, TokenizerFileError, UnknownIdError
+from .evaluation import compare, evaluate
 from .tokenizer import Tokenizer
-from .training import (DEFAULT_ROUNDS, Counts, count, load_counts, merge_counts, save_counts, train,
-                       train_from_counts)
+from .counts import Counts, load_counts, merge_counts, save_counts
+from .training import DEFAULT_ROUNDS, count, train, train_from_counts
 
 __all__ = [
     "__version__",
     "Tokenizer",
+    "tokenize_corpus",
     "train",
     "count",
     "train_from_counts",
@@ -23,8 +35,24 @@ __all__ = [
     "load_counts",
     "merge_counts",
     "DEFAULT_ROUNDS",
+    "Documents",
+    "evaluate",
+    "compare",
+    "evaluation",
     "CnfmceError",
     "CorpusError",
     "TokenizerFileError",
     "UnknownIdError",
 ]
+
+# The module's former name, for `from cnfmce.evaluate import ...` and `import cnfmce.evaluate`
+# (which leaves the attribute cnfmce.evaluate the function, since the submodule is already loaded).
+_sys.modules.setdefault(__name__ + ".evaluate", evaluation)
+
+
+def __getattr__(name: str):
+    # Names whose modules need numpy are imported on first use: `import cnfmce` stays light.
+    if name == "tokenize_corpus":
+        from .shards import tokenize_corpus
+        return tokenize_corpus
+    raise AttributeError(f"module 'cnfmce' has no attribute {name!r}")

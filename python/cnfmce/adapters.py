@@ -1,4 +1,4 @@
-"""One interface over the tokenizers that :mod:`cnfmce.evaluate` compares.
+"""One interface over the tokenizers that :mod:`cnfmce.evaluation` compares.
 
 :func:`as_encoder` wraps any of
 
@@ -39,7 +39,7 @@ Token bytes per library:
 
 The concatenated token bytes of a document equal the document's UTF-8 bytes for cnfmce, tiktoken
 and byte-level BPE without a normalizer. They need not for tokenizers that normalise (Qwen's NFC),
-add a dummy prefix space (SentencePiece) or drop characters; :func:`cnfmce.evaluate.evaluate`
+add a dummy prefix space (SentencePiece) or drop characters; :func:`cnfmce.evaluate`
 counts such documents and computes its byte-aligned metrics on the token bytes instead.
 """
 
@@ -342,8 +342,9 @@ def _module_of(obj: Any) -> str:
 def as_encoder(obj: Any, name: Optional[str] = None) -> Encoder:
     """Wraps ``obj`` in an :class:`Encoder` (returned unchanged when it already is one).
 
-    Accepts a :class:`cnfmce.Tokenizer`, a ``tiktoken.Encoding``, a ``tokenizers.Tokenizer`` (or an
-    object with a ``backend_tokenizer``, as ``transformers`` fast tokenizers have), a
+    Accepts a :class:`cnfmce.Tokenizer` (or its ``transformers`` form, :class:`cnfmce.hf.CnfmceTokenizer`),
+    a ``tiktoken.Encoding``, a ``tokenizers.Tokenizer`` (or an object with a ``backend_tokenizer``,
+    as ``transformers`` fast tokenizers have), a
     ``sentencepiece.SentencePieceProcessor``, or a spec string / path for :func:`load_encoder`.
     ``name`` overrides the label (an :class:`Encoder` passed in is copied, not renamed).
     """
@@ -356,6 +357,8 @@ def as_encoder(obj: Any, name: Optional[str] = None) -> Encoder:
         return obj
     if isinstance(obj, Tokenizer):
         return CnfmceEncoder(obj, name)
+    if isinstance(getattr(type(obj), "cnfmce_tokenizer", None), property):  # cnfmce.hf.CnfmceTokenizer
+        return CnfmceEncoder(obj.cnfmce_tokenizer, name or getattr(obj, "name_or_path", None) or None)
     if isinstance(obj, (str, os.PathLike)):
         return load_encoder(obj, name=name)
     mod = _module_of(obj)
@@ -412,20 +415,10 @@ def _vocab_dirs(vocab_dir: Optional[EncoderSpec]) -> List[Path]:
 
 
 def _file_kind(path: Path) -> str:
-    """``"tiktoken"``, ``"sentencepiece"``, ``"cnfmce"`` or ``"hf"`` for a tokenizer file."""
-    from .formats import read_bytes
-    low = path.name.lower()
-    if low.endswith((".tiktoken", ".tiktoken.gz")):
-        return "tiktoken"
-    if low.endswith(".model"):
-        return "sentencepiece"
-    data = read_bytes(path)
-    head = data[:4096]
-    if b'"format"' in head and b'"cnfmce"' in head:
-        return "cnfmce"
-    if b'"model"' in data:
-        return "hf"
-    return "cnfmce"  # Tokenizer.load gives the precise error
+    """``"tiktoken"``, ``"sentencepiece"``, ``"cnfmce"`` or ``"hf"`` for a tokenizer file
+    (:func:`cnfmce.formats.tokenizer_file_kind`)."""
+    from .formats import tokenizer_file_kind
+    return tokenizer_file_kind(path)
 
 
 def _strip_ext(name: str) -> str:

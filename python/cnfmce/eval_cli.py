@@ -16,7 +16,7 @@ Each ``-t`` is a tokenizer spec (:func:`cnfmce.adapters.load_encoder`), optional
 
 Each ``CORPUS`` is a ``.jsonl`` / ``.jsonl.gz`` / ``.jsonl.zst`` / ``.txt`` / ``.parquet`` file
 (read with :func:`cnfmce.corpus.iter_documents`), optionally labelled ``LABEL=PATH``; the first
-``--max-docs`` documents are used. Every metric is defined in :mod:`cnfmce.evaluate`.
+``--max-docs`` documents are used. Every metric is defined in :mod:`cnfmce.evaluation`.
 ``--by-lang`` reads the ``"lang"`` field of JSON lines and adds the fairness Gini; ``--compare``
 adds the pairwise distance / agreement table of the paper's section 4.5.
 
@@ -67,7 +67,7 @@ COMPARE_COLUMNS: List[Tuple[str, str, float, int]] = [
 _DESCRIPTION = ("Evaluate tokenizers on corpora: characters per token (paper Eq. 5), bytes per "
                 "token, tokens per 1000 characters, fertility, vocabulary utilization, Rényi "
                 "efficiency, word-unit boundary crossing, UTF-8 integrity, round trip and "
-                "three-digit number alignment (definitions: cnfmce.evaluate). Prints a markdown "
+                "three-digit number alignment (definitions: cnfmce.evaluation). Prints a markdown "
                 "table.")
 
 _TOKENIZER_HELP = ("tokenizer spec, repeatable, optionally LABEL=SPEC: a cnfmce file, a .tiktoken "
@@ -207,7 +207,7 @@ def _write_csv(path: str, rows: Sequence[Dict[str, Any]]) -> None:
 def run_eval(args: argparse.Namespace) -> int:
     """Runs ``cnfmce eval`` on parsed arguments; returns the exit status."""
     from .adapters import load_encoder
-    from .evaluate import compare, evaluate
+    from .evaluation import compare, evaluate
 
     if args.max_docs is not None and args.max_docs < 0:
         raise ValueError("--max-docs must be >= 0")

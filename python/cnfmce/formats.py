@@ -1,4 +1,6 @@
-"""Tokenizer files: the project's own format, tiktoken files and Hugging Face ``tokenizer.json``.
+"""The files this package reads and writes, in one place (docs/spec.md section 3): the
+project's tokenizer file, counts files, tiktoken files and Hugging Face ``tokenizer.json``, and
+:func:`tokenizer_file_kind`, which tells which one a file is.
 
 The project's own file (``Tokenizer.save``) is JSON, optionally gzip-compressed when the name ends
 in ``.gz``::
@@ -25,6 +27,12 @@ no Python object per token::
 
 Version 2 files may use either form; version 1 files use the list. Reading never executes
 anything from the file.
+
+A counts file (``cnfmce count``, :func:`cnfmce.save_counts`; gzip when the name ends in ``.gz``)
+is text: a first line ``# cnfmce counts v1``, a second line ``# `` followed by a JSON object (how
+the counts were made; may be ``{}``), then one ``<base64 bytes>\t<count>`` line per candidate,
+best first (count descending, ties by bytes). A tiktoken file has one ``<base64 token> <rank>``
+line per token. Both are read by the same line reader (:func:`_b64_int_lines`).
 """
 
 from __future__ import annotations
@@ -35,14 +43,17 @@ import gzip
 import json
 import math
 import os
+import re
 import zlib
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from .errors import TokenizerFileError
 
 __all__ = [
     "FORMAT_NAME", "FORMAT_VERSION", "PACK_ABOVE", "PackedTokens", "read_bytes", "write_bytes_atomic", "parse_tiktoken",
     "parse_hf", "parse_native", "parse_native_bytes", "dump_native", "bytes_to_unicode",
+    "tokenizer_file_kind", "TOKENIZER_FILE_KINDS", "inflate_limit", "MAX_INFLATED_BYTES",
+    "COUNTS_MAGIC", "parse_counts", "dump_counts",
 ]
 
 FORMAT_NAME = "cnfmce"
@@ -51,8 +62,23 @@ PACK_ABOVE = 300_000
 MAX_ID = 2**32 - 1  # ids are u32 in the core; 2**32 - 1 is reserved
 
 
+#: The most a compressed tokenizer or counts file may inflate to (2 GiB; a 5M-entry
+#: vocabulary takes a few hundred MB) ...
+MAX_INFLATED_BYTES = 2 << 30
+#: ... and, past ``INFLATE_FREE_BYTES`` (64 MiB), at most ``MAX_INFLATE_RATIO`` (100) times its
+#: compressed size (tokenizer files compress 2-5x; a gzip bomb 1000x). Checked while streaming.
+MAX_INFLATE_RATIO = 100
+INFLATE_FREE_BYTES = 64 << 20
+
+
+def inflate_limit(compressed_size: int) -> int:
+    """How many bytes a compressed file of ``compressed_size`` bytes may inflate to."""
+    return min(MAX_INFLATED_BYTES, max(INFLATE_FREE_BYTES, MAX_INFLATE_RATIO * compressed_size))
+
+
 def read_bytes(path: "os.PathLike[str] | str") -> bytes:
-    """Reads a whole file, gunzipping ``.gz`` (or any gzip data); corrupt data raises
+    """Reads a whole file, gunzipping ``.gz`` (or any gzip data); corrupt data and data that
+    inflates past :func:`inflate_limit` (checked while streaming) raise
     :class:`TokenizerFileError`, a missing file ``FileNotFoundError``."""
     p = os.fspath(path)
     if not os.path.exists(p):
@@ -60,15 +86,33 @@ def read_bytes(path: "os.PathLike[str] | str") -> bytes:
     if os.path.isdir(p):
         raise TokenizerFileError(f"{p} is a directory, not a tokenizer file")
     with open(p, "rb") as fh:
-        data = fh.read()
-    if data[:2] == b"\x1f\x8b":
+        magic = fh.read(2)
+        if magic != b"\x1f\x8b":
+            if p.endswith(".gz"):
+                raise TokenizerFileError(f"{p}: named .gz but is not gzip data")
+            return magic + fh.read()
+        fh.seek(0)
+        limit = inflate_limit(os.fstat(fh.fileno()).st_size)
+        parts = []
+        total = 0
         try:
-            data = gzip.decompress(data)
+            with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+                while True:
+                    chunk = gz.read(min(1 << 24, limit + 1 - total))
+                    if not chunk:
+                        break
+                    total += len(chunk)
+                    if total > limit:
+                        raise TokenizerFileError(
+                            f"{p}: inflates to more than {limit:,} bytes (the limit for a "
+                            f"{os.fstat(fh.fileno()).st_size:,}-byte compressed file; see "
+                            "cnfmce.formats.inflate_limit): refusing to read it")
+                    parts.append(chunk)
         except (EOFError, OSError, zlib.error) as e:
+            if isinstance(e, TokenizerFileError):
+                raise
             raise TokenizerFileError(f"{p}: truncated or corrupt gzip data ({e})") from None
-    elif p.endswith(".gz"):
-        raise TokenizerFileError(f"{p}: named .gz but is not gzip data")
-    return data
+    return b"".join(parts)
 
 
 def write_bytes_atomic(path: "os.PathLike[str] | str", data: bytes) -> None:
@@ -95,31 +139,61 @@ def _load_json(data: bytes, p: str) -> Any:
         return json.loads(data)
     except UnicodeDecodeError:
         raise TokenizerFileError(f"{p}: not UTF-8 JSON") from None
+    except RecursionError:
+        raise TokenizerFileError(f"{p}: JSON nested too deeply") from None
     except ValueError as e:
         raise TokenizerFileError(f"{p}: truncated or malformed JSON ({e})") from None
 
 
+def _json_type(v: Any) -> str:
+    """The JSON name of ``v``'s type, for error messages."""
+    if v is None:
+        return "null"
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+            int: "a number", float: "a number"}.get(type(v), type(v).__name__)
+
+
+def _short_json(v: Any, n: int = 40) -> str:
+    """``v`` as short text for an error message (JSON values can be huge or deeply nested)."""
+    if isinstance(v, (dict, list)):
+        return _json_type(v)
+    r = repr(v)
+    return r if len(r) <= n else r[:n] + "..."
+
+
 # --- tiktoken -----------------------------------------------------------------------------------
+
+def _b64_int_lines(data: bytes, p: str, sep: Optional[bytes], what: Tuple[str, str],
+                   first_line: int = 1) -> Iterator[Tuple[int, bytes, int]]:
+    """``(line number, bytes, n)`` for every ``<base64> <int>`` line of ``data`` (blank lines
+    skipped; ``data``'s first line is line ``first_line`` of the file), the two fields split at
+    ``sep`` (None: any whitespace); ``what`` names them in
+    messages (``("token", "rank")``). A malformed line, an empty token or a negative number raises
+    :class:`TokenizerFileError` naming the file and line."""
+    a, b = what
+    for lineno, line in enumerate(data.split(b"\n"), first_line):
+        if not line.strip():
+            continue
+        parts = line.split(sep)
+        if len(parts) != 2:
+            shown = "\\t" if sep == b"\t" else " "
+            raise TokenizerFileError(f"{p}:{lineno}: expected '<base64 {a}>{shown}<{b}>'")
+        try:
+            tok = base64.b64decode(parts[0], validate=True)
+            n = int(parts[1])
+        except (binascii.Error, ValueError):
+            raise TokenizerFileError(f"{p}:{lineno}: bad base64 {a} or {b}") from None
+        if n < 0 or not tok:
+            raise TokenizerFileError(f"{p}:{lineno}: negative {b} or empty {a}")
+        yield lineno, tok, n
+
 
 def parse_tiktoken(path: "os.PathLike[str] | str") -> Tuple[List[int], List[bytes]]:
     """Parses a tiktoken file: one ``<base64 token> <rank>`` per line; rank = id."""
     p = os.fspath(path)
-    data = read_bytes(p)
     ids: List[int] = []
     toks: List[bytes] = []
-    for lineno, line in enumerate(data.splitlines(), 1):
-        if not line.strip():
-            continue
-        parts = line.split()
-        if len(parts) != 2:
-            raise TokenizerFileError(f"{p}:{lineno}: expected '<base64 token> <rank>'")
-        try:
-            tok = base64.b64decode(parts[0], validate=True)
-            rank = int(parts[1])
-        except (binascii.Error, ValueError):
-            raise TokenizerFileError(f"{p}:{lineno}: bad base64 token or rank") from None
-        if rank < 0 or not tok:
-            raise TokenizerFileError(f"{p}:{lineno}: negative rank or empty token")
+    for lineno, tok, rank in _b64_int_lines(read_bytes(p), p, None, ("token", "rank")):
         if rank >= MAX_ID:
             raise TokenizerFileError(f"{p}:{lineno}: rank {rank} is too large (ids are below {MAX_ID})")
         ids.append(rank)
@@ -127,6 +201,53 @@ def parse_tiktoken(path: "os.PathLike[str] | str") -> Tuple[List[int], List[byte
     if not toks:
         raise TokenizerFileError(f"{p}: no tokens in file")
     return ids, toks
+
+
+# --- counts files ---------------------------------------------------------------------------------
+
+COUNTS_MAGIC = "# cnfmce counts v1"
+
+
+def dump_counts(items: Iterable[Tuple[bytes, int]], info: Dict[str, Any]) -> bytes:
+    """A counts file's bytes (uncompressed): ``items`` are ``(candidate, count)`` in the order
+    to write (best first)."""
+    lines = [COUNTS_MAGIC, "# " + json.dumps(info, ensure_ascii=True, default=str)]
+    for tok, c in items:
+        if not isinstance(tok, bytes) or not isinstance(c, int) or c < 0:
+            raise TypeError("counts must map bytes to non-negative ints")
+        lines.append(f"{base64.b64encode(tok).decode('ascii')}\t{c}")
+    return ("\n".join(lines) + "\n").encode("ascii")
+
+
+def parse_counts(path: "os.PathLike[str] | str") -> Tuple[Dict[str, Any], Dict[bytes, int]]:
+    """Reads a counts file: ``(info, counts)``; a candidate listed twice gets the sum."""
+    p = os.fspath(path)
+    data = read_bytes(p)
+    first, _, rest = data.partition(b"\n")
+    if first.strip().decode("ascii", "replace") != COUNTS_MAGIC:
+        raise TokenizerFileError(f"{p}: not a cnfmce counts file (first line must be {COUNTS_MAGIC!r})")
+    info: Any = {}
+    second, _, body = rest.partition(b"\n")
+    first_line = 3
+    if second.startswith(b"#"):
+        try:
+            info = json.loads(second[1:].strip() or b"{}")
+        except RecursionError:
+            raise TokenizerFileError(f"{p}:2: JSON header nested too deeply") from None
+        except ValueError:
+            raise TokenizerFileError(f"{p}:2: malformed JSON header") from None
+    else:
+        body, first_line = rest, 2
+    out: Dict[bytes, int] = {}
+    lines = body.split(b"\n")
+    # comment lines after the header are skipped like blank ones
+    kept = b"\n".join(b"" if line.startswith(b"#") else line for line in lines)
+    for lineno, tok, c in _b64_int_lines(kept, p, b"\t", ("candidate", "count"), first_line):
+        c += out.get(tok, 0)
+        if c >= 2**64:
+            raise TokenizerFileError(f"{p}:{lineno}: count {c} does not fit in 64 bits")
+        out[tok] = c
+    return (info if isinstance(info, dict) else {}), out
 
 
 # --- Hugging Face tokenizer.json ------------------------------------------------------------------
@@ -163,6 +284,16 @@ def parse_hf(path: "os.PathLike[str] | str") -> Tuple[List[int], List[bytes], Di
     added = doc.get("added_tokens") or []
     if not isinstance(added, list):
         raise TokenizerFileError(f"{p}: \"added_tokens\" is not a list")
+    for k, a in enumerate(added):
+        if not isinstance(a, dict):
+            raise TokenizerFileError(f"{p}: added_tokens[{k}] is {_json_type(a)}, not an object")
+        if not isinstance(a.get("content"), str):
+            raise TokenizerFileError(f"{p}: added_tokens[{k}]: \"content\" must be a string, "
+                                     f"got {_json_type(a.get('content'))}")
+        i = a.get("id")
+        if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < MAX_ID:
+            raise TokenizerFileError(f"{p}: added_tokens[{k}]: \"id\" must be an int in "
+                                     f"[0, {MAX_ID}), got {_short_json(i)}")
     # Special added tokens may also be listed raw (not in the byte alphabet) in model.vocab, as in
     # DeepSeek's files: they are special tokens, not vocabulary entries.
     raw_specials = {(a.get("content"), a.get("id")) for a in added
@@ -171,7 +302,8 @@ def parse_hf(path: "os.PathLike[str] | str") -> Tuple[List[int], List[bytes], Di
     by_id: Dict[int, bytes] = {}
     for s, i in vocab.items():
         if not isinstance(s, str) or not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < MAX_ID:
-            raise TokenizerFileError(f"{p}: bad vocab entry {s!r}: {i!r}")
+            raise TokenizerFileError(f"{p}: model.vocab[{_short_json(s)}]: the id must be an int "
+                                     f"in [0, {MAX_ID}), got {_short_json(i)}")
         if (s, i) in raw_specials:
             continue
         try:
@@ -186,10 +318,6 @@ def parse_hf(path: "os.PathLike[str] | str") -> Tuple[List[int], List[bytes], Di
     specials: Dict[str, int] = {}
     present = {b: i for i, b in by_id.items()}
     for a in added:
-        if not isinstance(a, dict) or not isinstance(a.get("content"), str) or \
-                not isinstance(a.get("id"), int) or isinstance(a.get("id"), bool) or \
-                not 0 <= a["id"] < MAX_ID:
-            raise TokenizerFileError(f"{p}: bad added_tokens entry {a!r}")
         content, i = a["content"], a["id"]
         b = content.encode("utf-8")
         if a.get("special"):
@@ -302,3 +430,41 @@ def parse_native_bytes(data: bytes, p: str = "<bytes>"
         options["boundary_penalty"] = math.inf
     metadata = doc.get("metadata", {})
     return ids, tokens, specials, options, metadata if isinstance(metadata, dict) else {}
+
+
+# --- which kind of tokenizer file ---------------------------------------------------------------
+
+TOKENIZER_FILE_KINDS = ("cnfmce", "tiktoken", "hf", "sentencepiece")
+_NATIVE_RE = re.compile(rb'"format"\s*:\s*"cnfmce"')
+_HF_RE = re.compile(rb'"model"\s*:\s*\{')
+_TIKTOKEN_LINE_RE = re.compile(rb"\A\s*[A-Za-z0-9+/]+={0,2} \d+\s*(\n|\Z)")
+
+
+def tokenizer_file_kind(path: "os.PathLike[str] | str", data: Optional[bytes] = None) -> str:
+    """Which loader reads the tokenizer file ``path``: ``"tiktoken"`` (name ends in
+    ``.tiktoken`` / ``.tiktoken.gz``, or lines of ``<base64> <rank>``), ``"sentencepiece"``
+    (``.model``), ``"cnfmce"`` (a JSON object with ``"format": "cnfmce"`` anywhere in it, the
+    key order does not matter), ``"hf"`` (a JSON object with a ``"model"`` object). Raises
+    :class:`TokenizerFileError` for a file of none of these kinds, ``FileNotFoundError`` for a
+    missing one. ``data``: the file's (inflated) contents when already read. The command line
+    and :func:`cnfmce.adapters.load_encoder` both use this."""
+    p = os.fspath(path)
+    low = p.lower()
+    if low.endswith((".tiktoken", ".tiktoken.gz")):
+        return "tiktoken"
+    if low.endswith(".model"):
+        if not os.path.isfile(p):
+            raise FileNotFoundError(f"no such file: {p}")
+        return "sentencepiece"
+    if data is None:
+        data = read_bytes(p)
+    head = data[:64].lstrip()
+    if head.startswith(b"{"):
+        if _NATIVE_RE.search(data):
+            return "cnfmce"
+        if _HF_RE.search(data):
+            return "hf"
+    elif _TIKTOKEN_LINE_RE.match(data):
+        return "tiktoken"
+    raise TokenizerFileError(f"{p}: not a tokenizer file this package reads (a cnfmce file, a "
+                             "tiktoken file or a Hugging Face tokenizer.json)")

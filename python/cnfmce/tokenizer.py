@@ -1,39 +1,67 @@
 """The :class:`Tokenizer`: a byte vocabulary, special tokens and an encoding algorithm.
 
 Encoding runs in the Rust core (``cnfmce._core``): min-cost encoding (MCE) by default, forward
-maximum matching (FMM) on request. See ``SPEC.md`` section 2 for the exact definition.
+maximum matching (FMM) on request. See ``docs/spec.md`` section 2 for the exact definition.
 """
 
 from __future__ import annotations
 
-import math
+import numbers
 import os
-from typing import (AbstractSet, Any, Collection, Dict, Iterable, List, Literal, Mapping,
-                    Optional, Sequence, Tuple, Union)
+import re
+from typing import (TYPE_CHECKING, AbstractSet, Any, Collection, Dict, Iterable, List, Literal,
+                    Mapping, Optional, Sequence, Tuple, Union, overload)
 
 from . import _core
 from . import formats
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 from .errors import TokenizerFileError, UnknownIdError
 
-__all__ = ["Tokenizer", "AllowedSpecial"]
+__all__ = ["Tokenizer", "AllowedSpecial", "DisallowedSpecial", "useful_threads", "max_threads"]
 
 AllowedSpecial = Union[Literal["all"], AbstractSet[str], Collection[str]]
 SpecialTokens = Union[Mapping[str, int], Sequence[str], None]
 
-_DEFAULTS: Dict[str, Any] = {"algorithm": "mce", "boundary_penalty": 0.05, "token_preference": True}
+DisallowedSpecial = Union[Literal["all"], AbstractSet[str], Collection[str]]
+
+def max_threads() -> int:
+    """The most worker threads an encoding or training call starts: four times the CPUs this
+    process may use, at least 8 (more threads only add scheduling and memory); a larger
+    ``num_threads`` is lowered to it."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    return max(8, 4 * cpus)
 
 
-def _check_options(algorithm: Any, boundary_penalty: Any, token_preference: Any) -> Dict[str, Any]:
-    if algorithm not in ("mce", "fmm"):
-        raise ValueError(f'algorithm must be "mce" or "fmm", got {algorithm!r}')
-    if isinstance(boundary_penalty, bool) or not isinstance(boundary_penalty, (int, float)):
-        raise TypeError(f"boundary_penalty must be a number, got {type(boundary_penalty).__name__}")
-    bp = float(boundary_penalty)
-    if math.isnan(bp) or bp < 0:
-        raise ValueError(f"boundary_penalty must be >= 0 (math.inf forbids partial crossings), got {bp}")
-    if not isinstance(token_preference, bool):
-        raise TypeError(f"token_preference must be True or False, got {token_preference!r}")
-    return {"algorithm": algorithm, "boundary_penalty": bp, "token_preference": token_preference}
+def useful_threads(num_threads: Any, items: Optional[int] = None) -> Optional[int]:
+    """Checks ``num_threads`` (None: all cores; else a positive int) and lowers it to what can
+    help: at most :func:`max_threads`, and at most ``items`` (the number of texts) when given."""
+    if num_threads is None:
+        return None
+    if isinstance(num_threads, bool) or not isinstance(num_threads, numbers.Integral) or num_threads < 1:
+        raise ValueError(f"num_threads must be a positive int or None, got {num_threads!r}")
+    n = min(int(num_threads), max_threads())
+    if items is not None:
+        n = min(n, max(1, items))
+    return n
+
+
+DEFAULT_BOUNDARY_PENALTY: float = _core.DEFAULT_BOUNDARY_PENALTY  # λ, written once in the core
+_OPTION_NAMES = ("algorithm", "boundary_penalty", "token_preference")
+
+
+def _check_options(algorithm: Any, boundary_penalty: Any, token_preference: Any) -> "_core.Options":
+    """The three options as one checked value (the core checks types and values, once)."""
+    return _core.Options(algorithm, boundary_penalty, token_preference)
+
+
+def _options_dict(opts: "_core.Options") -> Dict[str, Any]:
+    return {name: getattr(opts, name) for name in _OPTION_NAMES}
+
 
 
 def _special_pairs(special_tokens: SpecialTokens, next_id: int) -> List[Tuple[bytes, int]]:
@@ -84,19 +112,17 @@ class Tokenizer:
 
     @classmethod
     def _build(cls, tokens: Any, ids: Optional[List[int]], specials: List[Tuple[bytes, int]],
-               options: Dict[str, Any], metadata: Optional[Dict[str, Any]] = None) -> "Tokenizer":
+               options: "_core.Options", metadata: Optional[Dict[str, Any]] = None) -> "Tokenizer":
         if isinstance(tokens, formats.PackedTokens):
             core = _core.CoreTokenizer.from_packed(tokens.data, tokens.lengths, tokens.ids, specials,
-                                                   options["algorithm"], options["boundary_penalty"],
-                                                   options["token_preference"])
+                                                   options)
         else:
-            core = _core.CoreTokenizer(tokens, ids, specials, options["algorithm"],
-                                       options["boundary_penalty"], options["token_preference"])
+            core = _core.CoreTokenizer(tokens, ids, specials, options)
         return cls(core, metadata)
 
     @classmethod
     def from_tokens(cls, tokens: Sequence[bytes], *, special_tokens: SpecialTokens = None,
-                    algorithm: str = "mce", boundary_penalty: float = 0.05,
+                    algorithm: str = "mce", boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY,
                     token_preference: bool = True) -> "Tokenizer":
         """A tokenizer whose token ``i`` is ``tokens[i]``.
 
@@ -114,7 +140,7 @@ class Tokenizer:
 
     @classmethod
     def from_tiktoken(cls, path: "os.PathLike[str] | str", *, special_tokens: SpecialTokens = None,
-                      algorithm: str = "mce", boundary_penalty: float = 0.05,
+                      algorithm: str = "mce", boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY,
                       token_preference: bool = True) -> "Tokenizer":
         """Loads a tiktoken vocabulary file (``<base64 token> <rank>`` per line; rank = id).
 
@@ -127,7 +153,7 @@ class Tokenizer:
 
     @classmethod
     def from_hf(cls, path: "os.PathLike[str] | str", *, algorithm: str = "mce",
-                boundary_penalty: float = 0.05, token_preference: bool = True) -> "Tokenizer":
+                boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True) -> "Tokenizer":
         """Loads the vocabulary of a Hugging Face ``tokenizer.json`` (byte-level BPE).
 
         ``model.vocab`` gives the ids (GPT-2 byte-to-unicode alphabet); ``added_tokens`` marked
@@ -157,8 +183,8 @@ class Tokenizer:
                      boundary_penalty: Optional[float] = None,
                      token_preference: Optional[bool] = None) -> "Tokenizer":
         ids, toks, specials, options, metadata = parsed
-        merged = dict(_DEFAULTS)
-        merged.update({k: v for k, v in options.items() if k in _DEFAULTS})
+        merged = _options_dict(_core.Options.default())
+        merged.update({k: v for k, v in options.items() if k in merged})
         for k, v in (("algorithm", algorithm), ("boundary_penalty", boundary_penalty),
                      ("token_preference", token_preference)):
             if v is not None:
@@ -178,8 +204,7 @@ class Tokenizer:
         opts = _check_options(algorithm if algorithm is not None else self.algorithm,
                                self.boundary_penalty if boundary_penalty is None else boundary_penalty,
                                self.token_preference if token_preference is None else token_preference)
-        core = self._core.with_options(opts["algorithm"], opts["boundary_penalty"],
-                                       opts["token_preference"])
+        core = self._core.with_options(opts)
         return Tokenizer(core, self.metadata)
 
     # --- saving -------------------------------------------------------------------------------
@@ -215,18 +240,22 @@ class Tokenizer:
 
     # --- encoding -----------------------------------------------------------------------------
 
-    def _matcher(self, allowed_special: AllowedSpecial) -> Any:
-        if allowed_special == "all":
-            key: Any = "all"
-        elif isinstance(allowed_special, str):
+    def _allowed_key(self, allowed_special: AllowedSpecial) -> Any:
+        """``"all"`` or a frozenset of special-token strings (checked)."""
+        if isinstance(allowed_special, str):
+            if allowed_special == "all":
+                return "all"
             raise ValueError('allowed_special must be "all" or a set of special-token strings')
-        else:
-            try:
-                key = frozenset(allowed_special)
-            except TypeError:
-                raise TypeError('allowed_special must be "all" or a set of strings') from None
-            if not key:
-                return None
+        try:
+            key = frozenset(allowed_special)
+        except TypeError:
+            raise TypeError('allowed_special must be "all" or a set of strings') from None
+        return key
+
+    def _matcher(self, allowed_special: AllowedSpecial) -> Any:
+        key = self._allowed_key(allowed_special)
+        if not key:
+            return None
         m = self._matchers.get(key)
         if m is None:
             if key == "all":
@@ -236,47 +265,139 @@ class Tokenizer:
             else:
                 unknown = [s for s in key if s not in self._specials]
                 if unknown:
-                    raise ValueError(f"not special tokens of this tokenizer: {sorted(map(repr, unknown))}")
+                    names = ", ".join(repr(u) for u in sorted(unknown, key=repr))
+                    raise ValueError(f"not special tokens of this tokenizer: {names}")
                 m = self._core.matcher([self._specials[s] for s in key])
             self._matchers[key] = m
         return m
 
-    def encode(self, text: str, *, allowed_special: AllowedSpecial = frozenset()) -> List[int]:
+    def _disallowed(self, allowed_special: AllowedSpecial, disallowed_special: DisallowedSpecial
+                    ) -> Optional[Tuple["re.Pattern[str]", "re.Pattern[bytes]"]]:
+        """The patterns (str, bytes) of the special-token texts that ``disallowed_special``
+        forbids, as tiktoken computes them (``"all"``: every special token not in
+        ``allowed_special``), or None when nothing is forbidden."""
+        if isinstance(disallowed_special, str):
+            if disallowed_special != "all":
+                raise ValueError('disallowed_special must be "all" or a collection of strings '
+                                 '(() encodes special-token text as ordinary text)')
+            allowed = self._allowed_key(allowed_special)
+            if allowed == "all" or not self._specials:
+                return None
+            forbidden = frozenset(self._specials) - allowed
+        else:
+            try:
+                forbidden = frozenset(disallowed_special)
+            except TypeError:
+                raise TypeError('disallowed_special must be "all" or a collection of strings, '
+                                f"got {type(disallowed_special).__name__}") from None
+            for t in forbidden:
+                if not isinstance(t, str) or not t:
+                    raise TypeError(f"disallowed_special holds {t!r}; expected non-empty strings")
+        if not forbidden:
+            return None
+        key = ("disallowed", forbidden)
+        pats = self._matchers.get(key)
+        if pats is None:
+            alts = sorted(forbidden, key=lambda t: (-len(t), t))  # longest first at a position
+            pats = (re.compile("|".join(map(re.escape, alts))),
+                    re.compile(b"|".join(re.escape(t.encode("utf-8", "surrogatepass")) for t in alts)))
+            self._matchers[key] = pats
+        return pats
+
+    @staticmethod
+    def _raise_disallowed(found: str, where: str) -> None:
+        raise ValueError(
+            f"{where} contains the special token {found!r}, which disallowed_special "
+            "forbids: pass it in allowed_special to encode it as that special token, or "
+            "disallowed_special=() to encode it as ordinary text")
+
+    def encode(self, text: str, *, allowed_special: AllowedSpecial = frozenset(),
+               disallowed_special: DisallowedSpecial = ()) -> List[int]:
         """Encodes ``text`` to token ids.
 
         Special tokens in the text are matched only when allowed (``"all"`` or a set of their
-        strings); otherwise their text is encoded like any other text.
+        strings); otherwise their text is encoded like any other text. ``disallowed_special``
+        works as in tiktoken, with a different default: ``"all"`` raises ``ValueError`` when the
+        text holds a special token's text that ``allowed_special`` does not allow, a set of
+        strings raises when one of them occurs, and ``()`` (the default here, SPEC section 1;
+        tiktoken's default is ``"all"``) never raises.
         """
         if not isinstance(text, str):
             raise TypeError(f"encode takes str, got {type(text).__name__} (use encode_bytes for bytes)")
-        return self._core.encode(text, self._matcher(allowed_special))
+        matcher = self._matcher(allowed_special)
+        pats = self._disallowed(allowed_special, disallowed_special) if disallowed_special else None
+        if pats is not None:
+            m = pats[0].search(text)
+            if m:
+                self._raise_disallowed(m.group(), "the text")
+        return self._core.encode(text, matcher)
 
     def encode_ordinary(self, text: str) -> List[int]:
         """Encodes ``text`` treating special-token text as ordinary text."""
         return self.encode(text)
 
     def encode_bytes(self, data: Union[bytes, bytearray, memoryview], *,
-                     allowed_special: AllowedSpecial = frozenset()) -> List[int]:
-        """Encodes arbitrary bytes (invalid UTF-8 included); ``decode_bytes`` gives them back."""
+                     allowed_special: AllowedSpecial = frozenset(),
+                     disallowed_special: DisallowedSpecial = ()) -> List[int]:
+        """Encodes arbitrary bytes (invalid UTF-8 included); ``decode_bytes`` gives them back.
+        ``allowed_special`` and ``disallowed_special`` as in :meth:`encode` (matched on the
+        special tokens' UTF-8 bytes)."""
         if isinstance(data, (bytearray, memoryview)):
             data = bytes(data)
         if not isinstance(data, bytes):
             raise TypeError(f"encode_bytes takes bytes, got {type(data).__name__}")
-        return self._core.encode_bytes(data, self._matcher(allowed_special))
+        matcher = self._matcher(allowed_special)
+        pats = self._disallowed(allowed_special, disallowed_special) if disallowed_special else None
+        if pats is not None:
+            m = pats[1].search(data)
+            if m:
+                self._raise_disallowed(m.group().decode("utf-8", "replace"), "the data")
+        return self._core.encode_bytes(data, matcher)
+
+    @overload
+    def encode_batch(self, texts: Sequence[str], *, allowed_special: AllowedSpecial = ...,
+                     disallowed_special: DisallowedSpecial = ...,
+                     num_threads: Optional[int] = ..., return_numpy: Literal[False] = ...
+                     ) -> List[List[int]]: ...
+
+    @overload
+    def encode_batch(self, texts: Sequence[str], *, allowed_special: AllowedSpecial = ...,
+                     disallowed_special: DisallowedSpecial = ...,
+                     num_threads: Optional[int] = ..., return_numpy: Literal[True]
+                     ) -> Tuple["np.ndarray", "np.ndarray"]: ...
 
     def encode_batch(self, texts: Sequence[str], *, allowed_special: AllowedSpecial = frozenset(),
-                     num_threads: Optional[int] = None) -> List[List[int]]:
+                     disallowed_special: DisallowedSpecial = (),
+                     num_threads: Optional[int] = None, return_numpy: bool = False) -> Any:
         """Encodes many texts in parallel (all cores, or ``num_threads``); equal to ``encode`` on
-        each text."""
+        each text. ``num_threads`` above what can help (:func:`useful_threads`: the number of
+        texts, and four times the CPUs) is lowered to it; ``allowed_special`` and
+        ``disallowed_special`` as in :meth:`encode`.
+
+        With ``return_numpy=True`` the result is ``(ids, starts)``: one flat ``uint32`` numpy
+        array of all ids and an ``int64`` array of ``len(texts) + 1`` starts, text ``k``'s ids
+        being ``ids[starts[k]:starts[k + 1]]``. No Python int is created per token (the fast
+        path for tokenizing corpora, see :func:`cnfmce.tokenize_corpus`); both arrays are
+        writable and own their memory."""
         if isinstance(texts, (str, bytes)):
             raise TypeError("encode_batch takes a list of str, not a single string")
         texts = list(texts)
         for k, t in enumerate(texts):
             if not isinstance(t, str):
                 raise TypeError(f"text {k} is {type(t).__name__}, expected str")
-        if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
-            raise ValueError("num_threads must be a positive int or None")
-        return self._core.encode_batch(texts, self._matcher(allowed_special), num_threads)
+        threads = useful_threads(num_threads, len(texts))
+        matcher = self._matcher(allowed_special)
+        pats = self._disallowed(allowed_special, disallowed_special) if disallowed_special else None
+        if pats is not None:
+            for k, t in enumerate(texts):
+                m = pats[0].search(t)
+                if m:
+                    self._raise_disallowed(m.group(), f"text {k}")
+        if return_numpy:
+            import numpy as np
+            ids, starts, _ = self._core.encode_batch_flat(texts, matcher, threads)
+            return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(starts, dtype=np.int64)
+        return self._core.encode_batch(texts, matcher, threads)
 
     def encode_bytes_batch(self, items: Sequence[bytes], *, num_threads: Optional[int] = None
                            ) -> List[List[int]]:
@@ -285,7 +406,67 @@ class Tokenizer:
         for k, t in enumerate(items):
             if not isinstance(t, bytes):
                 raise TypeError(f"item {k} is {type(t).__name__}, expected bytes")
-        return self._core.encode_bytes_batch(items, None, num_threads)
+        return self._core.encode_bytes_batch(items, None, useful_threads(num_threads, len(items)))
+
+    def encode_with_offsets(self, text: str, *, allowed_special: AllowedSpecial = frozenset()
+                            ) -> Tuple[List[int], List[Tuple[int, int]]]:
+        """``encode(text)`` and each token's ``(start, end)`` character span in ``text``.
+
+        ``text[start:end]`` is every character that holds one of the token's bytes: a token that
+        starts or ends inside a character (part of an emoji or a CJK character) gets the span of
+        the whole characters it touches, so two tokens splitting one character both get its span
+        (as Hugging Face byte-level tokenizers do). Computed in the core, no decoding.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"encode_with_offsets takes str, got {type(text).__name__} "
+                            "(use encode_bytes_with_offsets for bytes)")
+        return self._core.encode_with_offsets(text, self._matcher(allowed_special))
+
+    def encode_bytes_with_offsets(self, data: Union[bytes, bytearray, memoryview], *,
+                                  allowed_special: AllowedSpecial = frozenset()
+                                  ) -> Tuple[List[int], List[Tuple[int, int]]]:
+        """``encode_bytes(data)`` and each token's ``(start, end)`` byte span: token ``k`` is
+        ``data[start:end]`` exactly (any bytes, invalid UTF-8 included)."""
+        if isinstance(data, (bytearray, memoryview)):
+            data = bytes(data)
+        if not isinstance(data, bytes):
+            raise TypeError(f"encode_bytes_with_offsets takes bytes, got {type(data).__name__}")
+        return self._core.encode_bytes_with_offsets(data, self._matcher(allowed_special))
+
+    def encode_batch_with_offsets(self, texts: Sequence[str], *,
+                                  allowed_special: AllowedSpecial = frozenset(),
+                                  num_threads: Optional[int] = None
+                                  ) -> List[Tuple[List[int], List[Tuple[int, int]]]]:
+        """:meth:`encode_with_offsets` of many texts in parallel: a list of ``(ids, offsets)``."""
+        texts = self._check_texts(texts, num_threads)
+        return self._core.encode_batch_with_offsets(texts, self._matcher(allowed_special),
+                                                    useful_threads(num_threads, len(texts)))
+
+    def encode_bytes_batch_with_offsets(self, items: Sequence[bytes], *,
+                                        allowed_special: AllowedSpecial = frozenset(),
+                                        num_threads: Optional[int] = None
+                                        ) -> List[Tuple[List[int], List[Tuple[int, int]]]]:
+        """:meth:`encode_bytes_with_offsets` of many inputs in parallel."""
+        if isinstance(items, (str, bytes)):
+            raise TypeError("encode_bytes_batch_with_offsets takes a list of bytes, not a single value")
+        items = [bytes(x) if isinstance(x, (bytearray, memoryview)) else x for x in items]
+        for k, t in enumerate(items):
+            if not isinstance(t, bytes):
+                raise TypeError(f"item {k} is {type(t).__name__}, expected bytes")
+        num_threads = useful_threads(num_threads, len(items))
+        return self._core.encode_bytes_batch_with_offsets(items, self._matcher(allowed_special),
+                                                          num_threads)
+
+    @staticmethod
+    def _check_texts(texts: Sequence[str], num_threads: Optional[int]) -> List[str]:
+        if isinstance(texts, (str, bytes)):
+            raise TypeError("a batch is a list of str, not a single string")
+        texts = list(texts)
+        for k, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"text {k} is {type(t).__name__}, expected str")
+        useful_threads(num_threads)  # checks it
+        return texts
 
     # --- decoding -----------------------------------------------------------------------------
 
@@ -315,6 +496,22 @@ class Tokenizer:
             raise TypeError(f"token must be bytes, got {type(token).__name__}")
         return self._core.token_to_id(token)
 
+    # --- transformers ---------------------------------------------------------------------------
+
+    def to_transformers(self, **kwargs: Any) -> Any:
+        """This tokenizer as a ``transformers`` tokenizer (:class:`cnfmce.hf.CnfmceTokenizer`;
+        needs ``pip install "cnfmce[hf]"``).
+
+        Keyword arguments are the tokenizer's settings: ``bos_token``, ``eos_token``, ``pad_token``,
+        ``unk_token``, ``extra_special_tokens`` (strings that are special tokens here keep their
+        ids, new ones get the next free ids), ``add_bos_token`` / ``add_eos_token``,
+        ``chat_template``, ``model_max_length``, ``padding_side``, ... ``save_pretrained(dir)``
+        on the result writes a directory that ``transformers.AutoTokenizer.from_pretrained(dir,
+        trust_remote_code=True)`` loads.
+        """
+        from .hf import CnfmceTokenizer
+        return CnfmceTokenizer(tokenizer=self, **kwargs)
+
     # --- properties ---------------------------------------------------------------------------
 
     @property
@@ -337,21 +534,20 @@ class Tokenizer:
 
     @property
     def algorithm(self) -> str:
-        return self._core.algorithm
+        return self._core.options.algorithm
 
     @property
     def boundary_penalty(self) -> float:
-        return self._core.boundary_penalty
+        return self._core.options.boundary_penalty
 
     @property
     def token_preference(self) -> bool:
-        return self._core.token_preference
+        return self._core.options.token_preference
 
     @property
     def options(self) -> Dict[str, Any]:
         """The encoding options as a dict."""
-        return {"algorithm": self.algorithm, "boundary_penalty": self.boundary_penalty,
-                "token_preference": self.token_preference}
+        return _options_dict(self._core.options)
 
     @property
     def max_token_length(self) -> int:

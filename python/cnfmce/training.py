@@ -1,8 +1,9 @@
-"""CNF training: counting (Algorithm 1) and filtering (paper section 3.1; SPEC section 4).
-
-The heavy work runs in the Rust core with the GIL released; this module streams the documents in
-batches, shows progress and keeps Ctrl-C responsive (an interrupt stops between batches and
-removes temporary files).
+"""CNF training (paper section 3.1; SPEC section 4): the driver of a run. The core owns the run
+(``cnfmce._core.Trainer``: rounds, thresholds, filtering, selection, special tokens; the
+counting phase alone is ``cnfmce._core.Counter``); this module checks nothing the core checks,
+streams the documents of every pass in (:mod:`cnfmce.readers`), shows progress, keeps Ctrl-C
+responsive (an interrupt stops between batches) and keeps temporary files in the run's work
+directory (:mod:`cnfmce.workdir`). Counts and counts files are in :mod:`cnfmce.counts`.
 
 >>> tok = cnfmce.train(["some text", "more text"], vocab_size=300)      # doctest: +SKIP
 >>> counts = cnfmce.count(paths, raw_vocab_size=1_000_000)                 # doctest: +SKIP
@@ -11,34 +12,27 @@ removes temporary files).
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import math
 import os
-import resource
-import sys
-import tempfile
 import time
 import warnings
-from typing import (Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
-                    Union)
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core
-from .corpus import Inputs, is_path_list, iter_documents
-from .errors import CorpusError, TokenizerFileError
-from .formats import read_bytes, write_bytes_atomic
-from .tokenizer import Tokenizer, _check_options
+from .corpus import Inputs
+from .counts import Counts, count_lists, load_counts, merge_counts, save_counts
+from .readers import Corpus, fmt_bytes, feed, peak_rss_bytes, rss_bytes
+from .tokenizer import DEFAULT_BOUNDARY_PENALTY, Tokenizer, _check_options, useful_threads
+from .workdir import remove_stale_work_dirs, work_dir
+
+# Names from before this module was split, kept for their callers.
+_Corpus = Corpus
+_work_dir = work_dir
 
 __all__ = ["DEFAULT_ROUNDS", "Counts", "count", "train", "train_from_counts", "save_counts",
-           "load_counts", "merge_counts", "default_memory_limit"]
+           "load_counts", "merge_counts", "default_memory_limit", "remove_stale_work_dirs"]
 
-DEFAULT_ROUNDS: Tuple[Tuple[int, int, int], ...] = ((1, 12, 0), (13, 21, 80), (22, 30, 80))
-BATCH_BYTES = 2 << 20  # per call into the core; Ctrl-C is seen between calls
-COUNTS_MAGIC = "# cnfmce counts v1"
+DEFAULT_ROUNDS: Tuple[Tuple[int, int, int], ...] = _core.DEFAULT_ROUNDS  # the paper's, defined in the core
 
-
-# --- helpers ------------------------------------------------------------------------------------
 
 def default_memory_limit() -> int:
     """A sixth of the machine's physical memory, at least 1 GB (bytes): training then leaves
@@ -50,44 +44,6 @@ def default_memory_limit() -> int:
     return max(1 << 30, int(total // 6))
 
 
-def _rss_bytes() -> int:
-    """Current resident set size (bytes), from /proc when available."""
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return _peak_rss_bytes()
-
-
-def _peak_rss_bytes() -> int:
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return r if sys.platform == "darwin" else r * 1024
-
-
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"  # pragma: no cover
-
-
-def _check_rounds(rounds: Any) -> List[Tuple[int, int, int]]:
-    try:
-        out = [(int(a), int(b), int(t)) for a, b, t in rounds]
-    except (TypeError, ValueError):
-        raise TypeError("rounds must be a sequence of (min_length, max_length, threshold) triples") from None
-    for a, b, t in out:
-        if a < 1 or b < a or t < 0:
-            raise ValueError(f"bad round {(a, b, t)}: need 1 <= min <= max and threshold >= 0")
-    if any(out[k][2] < out[k - 1][2] for k in range(2, len(out))):
-        warnings.warn("a later round has a lower threshold than an earlier one (after the first): "
-                      "Algorithm 1's early stopping then drops some candidates that reach the lower "
-                      "threshold; use non-decreasing thresholds to count them all",
-                      RuntimeWarning, stacklevel=4)
-    return out
-
-
 def _check_positive(name: str, v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
         raise ValueError(f"{name} must be a positive int, got {v!r}")
@@ -95,125 +51,11 @@ def _check_positive(name: str, v: Any) -> int:
 
 
 def _check_threads(num_threads: Optional[int]) -> Optional[int]:
-    if num_threads is None:
-        return None
-    return _check_positive("num_threads", num_threads)
+    """None (all cores) or a positive int, lowered to :func:`cnfmce.tokenizer.max_threads`."""
+    return useful_threads(num_threads)
 
 
-class _Corpus:
-    """A re-readable view of the training inputs: a list of documents, a list of paths, or a
-    one-shot iterable spooled to a temporary JSON-lines file on its first pass."""
-
-    def __init__(self, inputs: Inputs, tmp_dir: str):
-        self.total_bytes: Optional[int] = None
-        self.documents: Optional[int] = None
-        self._spool_path: Optional[str] = None
-        self._paths = None
-        self._docs = None
-        self._iter = None
-        if is_path_list(inputs):
-            self._paths = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-            for p in self._paths:
-                if not os.path.exists(os.fspath(p)):
-                    raise FileNotFoundError(f"no such file: {os.fspath(p)}")
-        elif isinstance(inputs, (str, bytes)):
-            raise TypeError("inputs must be an iterable of documents or a list of paths, not a "
-                            "single string (wrap one document in a list)")
-        elif isinstance(inputs, (list, tuple)):
-            self._docs = inputs
-        else:
-            try:
-                self._iter = iter(inputs)  # type: ignore[arg-type]
-            except TypeError:
-                raise TypeError(f"inputs must be an iterable of str or a list of paths, got "
-                                f"{type(inputs).__name__}") from None
-            self._spool_path = os.path.join(tmp_dir, "spool.jsonl")
-
-    def batches(self, batch_bytes: int = BATCH_BYTES) -> Iterator[Tuple[List[str], int]]:
-        """Yields (documents, their UTF-8 size) in batches of about ``batch_bytes``."""
-        first = self.total_bytes is None
-        total = 0
-        ndocs = 0
-        spool = None
-        if self._iter is not None:
-            if first:
-                source: Iterable[str] = iter_documents(self._iter)
-                spool = open(self._spool_path, "w", encoding="utf-8")  # type: ignore[arg-type]
-            else:
-                source = iter_documents([self._spool_path])  # type: ignore[list-item]
-        elif self._paths is not None:
-            source = iter_documents(self._paths)
-        else:
-            source = iter_documents(self._docs)  # type: ignore[arg-type]
-        batch: List[str] = []
-        size = 0
-        try:
-            for doc in source:
-                if spool is not None:
-                    spool.write(json.dumps({"text": doc}, ensure_ascii=False))
-                    spool.write("\n")
-                n = len(doc) if doc.isascii() else len(doc.encode("utf-8", "surrogatepass"))
-                batch.append(doc)
-                size += n
-                total += n
-                ndocs += 1
-                if size >= batch_bytes:
-                    yield batch, size
-                    batch, size = [], 0
-            if batch:
-                yield batch, size
-        finally:
-            if spool is not None:
-                spool.close()
-        if first:
-            self.total_bytes = total
-            self.documents = ndocs
-
-
-class _Progress:
-    """A tqdm bar on stderr (or nothing when progress is off)."""
-
-    def __init__(self, enabled: bool, desc: str, total: Optional[int]):
-        self.bar = None
-        self.t0 = time.perf_counter()
-        self.done = 0
-        if enabled:
-            from tqdm.auto import tqdm
-            self.bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1000,
-                            file=sys.stderr, dynamic_ncols=True, leave=True)
-
-    def update(self, n: int, **postfix: Any) -> None:
-        self.done += n
-        if self.bar is not None:
-            self.bar.update(n)
-            if postfix:
-                self.bar.set_postfix(postfix, refresh=False)
-
-    def close(self, summary: Optional[str] = None) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            if summary:
-                print(summary, file=sys.stderr, flush=True)
-
-    @property
-    def seconds(self) -> float:
-        return time.perf_counter() - self.t0
-
-
-# --- counts ---------------------------------------------------------------------------------------
-
-class Counts(dict):
-    """The raw vocabulary: a ``dict`` mapping candidate bytes to their count, best first, with an
-    ``info`` attribute describing how it was made (rounds, documents, bytes, timings)."""
-
-    info: Dict[str, Any]
-
-    def __init__(self, *args: Any, info: Optional[Dict[str, Any]] = None, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.info = dict(info or {})
-
-
-def count(inputs: Inputs, raw_vocab_size: int = 5_000_000,
+def count(inputs: Inputs, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SIZE,
           rounds: Sequence[Tuple[int, int, int]] = DEFAULT_ROUNDS, num_threads: Optional[int] = None,
           progress: bool = True, memory_limit: Optional[int] = None,
           tmp_dir: Optional[str] = None) -> Counts:
@@ -221,256 +63,181 @@ def count(inputs: Inputs, raw_vocab_size: int = 5_000_000,
     and returns the ``raw_vocab_size`` most frequent (ties by bytes) as :class:`Counts`.
 
     ``inputs``: an iterable of ``str`` (one document each) or a list of paths (``.txt``,
-    ``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst``, ``.parquet``). ``memory_limit`` (bytes, default
+    ``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst``, ``.parquet``), told apart by the rule of
+    :mod:`cnfmce.corpus`: ``pathlib.Path`` items are paths; a ``str`` is a path when it names an
+    existing file, or has no whitespace and ends in a corpus extension (missing: an error); a list
+    mixing paths and documents raises ``ValueError``; iterators and ``cnfmce.Documents(...)`` are
+    always documents. ``memory_limit`` (bytes, default
     a sixth of the machine's memory, at least 1 GB) bounds the counting tables: beyond it they are spilled to sorted
     runs in ``tmp_dir`` and merged, so the counts stay exact.
     """
-    with tempfile.TemporaryDirectory(prefix="cnfmce-", dir=tmp_dir) as tmp:
-        corpus = _Corpus(inputs, tmp)
-        counter, info = _count(corpus, raw_vocab_size, rounds, num_threads, progress, memory_limit, tmp)
+    with work_dir(tmp_dir) as tmp:
+        limit, budget = _memory(memory_limit)
+        counter = _core.Counter(rounds, raw_vocab_size, budget, os.path.join(tmp, ""),
+                                _check_threads(num_threads))
+        _warn_rounds(counter.rounds)
+        corpus = Corpus(inputs, tmp)
+        info = _info(counter.rounds, raw_vocab_size, limit)
+        t_start = time.perf_counter()
+        n = len(counter.rounds)
+        for k, r in enumerate(counter.rounds):
+            counter.begin_round()
+            _counting_pass(corpus, k, n, r, counter.add, counter.end_round,
+                           lambda: counter.table_bytes, progress, info)
+        _counting_done(corpus, info, t_start, limit)
         toks, counts = counter.result()
         return Counts(zip(toks, counts), info=info)
 
 
-def _count(corpus: _Corpus, raw_vocab_size: int, rounds: Sequence[Tuple[int, int, int]],
-           num_threads: Optional[int], progress: bool, memory_limit: Optional[int],
-           tmp: str) -> Tuple[Any, Dict[str, Any]]:
-    """Runs the counting rounds; returns the finished core counter and the run's info."""
-    raw_vocab_size = _check_positive("raw_vocab_size", raw_vocab_size)
-    rounds_ = _check_rounds(rounds)
+def _memory(memory_limit: Optional[int]) -> Tuple[int, int]:
+    """(the memory limit, the counting tables' budget): the tables get 60% of what the limit
+    leaves; the rest covers batches, the kept candidates, the trie and hash-table growth."""
     limit = default_memory_limit() if memory_limit is None else _check_positive("memory_limit", memory_limit)
-    base_rss = _rss_bytes()
-    # The tables get 60% of what the limit leaves; the rest covers batches, the kept candidates,
-    # the trie and hash-table growth.
-    budget = max(16 << 20, int(0.6 * (limit - base_rss)))
-    counter = _core.Counter(rounds_, raw_vocab_size, budget, os.path.join(tmp, ""),
-                            _check_threads(num_threads))
-    info: Dict[str, Any] = {"rounds": [list(r) for r in rounds_], "raw_vocab_size": raw_vocab_size,
-                            "memory_limit": limit, "round_stats": []}
-    t_start = time.perf_counter()
-    for k, (lo, hi, thr) in enumerate(rounds_):
-        counter.begin_round()
-        bar = _Progress(progress, f"count {k + 1}/{len(rounds_)} [{lo}-{hi}] t={thr}", corpus.total_bytes)
-        try:
-            ndocs = 0
-            for batch, size in corpus.batches():
-                counter.add(batch)
-                ndocs += len(batch)
-                bar.update(size, docs=f"{ndocs:,}", table=_fmt_bytes(counter.table_bytes),
-                           rss=_fmt_bytes(_rss_bytes()))
-        except BaseException:
-            bar.close()
-            raise
-        st = dict(counter.end_round())
-        st.update(round=k + 1, min_len=lo, max_len=hi, threshold=thr, seconds=round(bar.seconds, 3),
-                  bytes=bar.done, peak_rss=_peak_rss_bytes())
-        info["round_stats"].append(st)
-        if k == 0 and corpus.total_bytes == 0:
-            bar.close()
-            raise ValueError("the corpus is empty: no text to train on")
-        mbps = bar.done / max(bar.seconds, 1e-9) / 1e6
-        bar.close(f"  round {k + 1} [{lo}-{hi}] t={thr}: {_fmt_bytes(bar.done)} in {bar.seconds:.1f}s "
-                  f"({mbps:.2f} MB/s), {st['distinct']:,} distinct, {st['retained']:,} retained, "
-                  f"table peak {_fmt_bytes(st['peak_table_bytes'])}, {st['spills']} spills, "
-                  f"peak RSS {_fmt_bytes(st['peak_rss'])}")
-    info.update(documents=corpus.documents, bytes=corpus.total_bytes,
-                seconds=round(time.perf_counter() - t_start, 3), peak_rss=_peak_rss_bytes())
-    if info["peak_rss"] > limit:
-        warnings.warn(f"peak memory {_fmt_bytes(info['peak_rss'])} exceeded memory_limit "
-                      f"{_fmt_bytes(limit)}", RuntimeWarning, stacklevel=3)
-    return counter, info
+    return limit, max(16 << 20, int(0.6 * (limit - rss_bytes())))
 
 
-# --- counts files -----------------------------------------------------------------------------
-
-def save_counts(counts: Mapping[bytes, int], path: "os.PathLike[str] | str") -> None:
-    """Writes counts as text (gzip when ``path`` ends in ``.gz``), atomically.
-
-    Format: a first line ``# cnfmce counts v1``, a second line ``# `` followed by a JSON object
-    (how the counts were made; may be ``{}``), then one ``<base64 bytes>\\t<count>`` line per
-    candidate, best first (count descending, ties by bytes).
-    """
-    info = getattr(counts, "info", {}) or {}
-    items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    lines = [COUNTS_MAGIC, "# " + json.dumps(info, ensure_ascii=True, default=str)]
-    for tok, c in items:
-        if not isinstance(tok, bytes) or not isinstance(c, int) or c < 0:
-            raise TypeError("counts must map bytes to non-negative ints")
-        lines.append(f"{base64.b64encode(tok).decode('ascii')}\t{c}")
-    write_bytes_atomic(path, ("\n".join(lines) + "\n").encode("ascii"))
+def _warn_rounds(rounds: Sequence[Tuple[int, int, int]]) -> None:
+    note = _core.rounds_warning(rounds)
+    if note:
+        warnings.warn(note, RuntimeWarning, stacklevel=3)
 
 
-def load_counts(path: "os.PathLike[str] | str") -> Counts:
-    """Reads a counts file written by :func:`save_counts` / ``cnfmce count``."""
-    p = os.fspath(path)
-    data = read_bytes(p)
-    lines = data.split(b"\n")
-    if not lines or lines[0].strip().decode("ascii", "replace") != COUNTS_MAGIC:
-        raise TokenizerFileError(f"{p}: not a cnfmce counts file (first line must be {COUNTS_MAGIC!r})")
-    info: Dict[str, Any] = {}
-    out = Counts()
-    for lineno, line in enumerate(lines[1:], 2):
-        if not line.strip():
-            continue
-        if line.startswith(b"#"):
-            if lineno == 2:
-                try:
-                    info = json.loads(line[1:].strip() or b"{}")
-                except ValueError:
-                    raise TokenizerFileError(f"{p}:2: malformed JSON header") from None
-            continue
-        parts = line.split(b"\t")
-        if len(parts) != 2:
-            raise TokenizerFileError(f"{p}:{lineno}: expected '<base64>\\t<count>'")
-        try:
-            tok = base64.b64decode(parts[0], validate=True)
-            c = int(parts[1])
-        except (binascii.Error, ValueError):
-            raise TokenizerFileError(f"{p}:{lineno}: bad base64 or count") from None
-        if not tok or c < 0:
-            raise TokenizerFileError(f"{p}:{lineno}: empty candidate or negative count")
-        out[tok] = out.get(tok, 0) + c
-    out.info = info if isinstance(info, dict) else {}
-    return out
+def _info(rounds: Sequence[Tuple[int, int, int]], raw_vocab_size: Optional[int], limit: int) -> Dict[str, Any]:
+    return {"rounds": [list(r) for r in rounds], "raw_vocab_size": raw_vocab_size,
+            "memory_limit": limit, "round_stats": []}
 
 
-def merge_counts(*counts: Union[Mapping[bytes, int], "os.PathLike[str]", str]) -> Counts:
-    """Sums several counts (mappings or counts files), e.g. made on different machines.
-
-    Counts made on shards of a corpus are exact sums only where every shard kept the candidate;
-    candidates cut by a shard's threshold or ``raw_vocab_size`` are undercounted. Count shards with
-    generous ``raw_vocab_size`` to keep the merge close to counting the whole corpus at once.
-    """
-    out = Counts()
-    for c in counts:
-        m = load_counts(c) if isinstance(c, (str, os.PathLike)) else c
-        for k, v in m.items():
-            out[k] = out.get(k, 0) + v
-    out.info = {"merged": len(counts)}
-    return out
-
-
-def _count_lists(counts: Mapping[bytes, int]) -> Tuple[List[bytes], List[int]]:
-    """The counts as two parallel lists, checked."""
-    toks = list(counts.keys())
-    vals = list(counts.values())
-    for k, v in zip(toks, vals):
-        if not isinstance(k, bytes) or not k:
-            raise TypeError("counts must map non-empty bytes to ints")
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**64:
-            raise ValueError(f"count of {k!r} must be a non-negative int, got {v!r}")
-    return toks, vals
-
-
-# --- filtering and training -----------------------------------------------------------------------
-
-def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str], inputs: Inputs,
-                      vocab_size: int = 250_000, special_tokens: Sequence[str] = (),
-                      num_threads: Optional[int] = None, progress: bool = True,
-                      raw_vocab_size: Optional[int] = None, algorithm: str = "mce",
-                      boundary_penalty: float = 0.05, token_preference: bool = True,
-                      tmp_dir: Optional[str] = None) -> Tokenizer:
-    """The filtering phase of CNF: encodes ``inputs`` once with MCE over the raw vocabulary
-    (``counts``: a mapping bytes -> count, or the path of a counts file) and keeps the
-    ``vocab_size - len(special_tokens)`` most used tokens, all 256 single bytes included, ids
-    ordered by usage (ties by bytes); special tokens get the last ids."""
-    with tempfile.TemporaryDirectory(prefix="cnfmce-", dir=tmp_dir) as tmp:
-        corpus = _Corpus(inputs, tmp)
-        return _filter(counts, corpus, vocab_size, special_tokens, num_threads, progress,
-                       raw_vocab_size, algorithm, boundary_penalty, token_preference, {})
-
-
-def _filter(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str, Any], corpus: _Corpus,
-            vocab_size: int, special_tokens: Sequence[str], num_threads: Optional[int],
-            progress: bool, raw_vocab_size: Optional[int], algorithm: str,
-            boundary_penalty: float, token_preference: bool,
-            meta: Dict[str, Any]) -> Tokenizer:
-    opts = _check_options(algorithm, boundary_penalty, token_preference)
-    vocab_size = _check_positive("vocab_size", vocab_size)
-    if isinstance(special_tokens, str):
-        raise TypeError("special_tokens must be a sequence of strings, not a string")
-    specials = list(special_tokens)
-    for s in specials:
-        if not isinstance(s, str) or not s:
-            raise ValueError(f"special tokens must be non-empty strings, got {s!r}")
-    if len(set(specials)) != len(specials):
-        raise ValueError("special_tokens has duplicates")
-    k = vocab_size - len(specials)
-    if k < 256:
-        raise ValueError(f"vocab_size {vocab_size} is too small: it must hold the 256 single bytes "
-                         f"plus {len(specials)} special tokens")
-    if raw_vocab_size is not None:
-        _check_positive("raw_vocab_size", raw_vocab_size)
-    if isinstance(counts, _core.Counter):  # from train(): hand the counts over inside the core
-        flt = _core.Filter.from_counter(counts, opts["boundary_penalty"], opts["token_preference"],
-                                        _check_threads(num_threads))
-    else:
-        if isinstance(counts, (str, os.PathLike)):
-            counts = load_counts(counts)
-        elif not isinstance(counts, Mapping):
-            raise TypeError("counts must be a mapping bytes -> int or the path of a counts file")
-        toks0, vals0 = _count_lists(counts)
-        flt = _core.Filter(toks0, vals0, raw_vocab_size, opts["boundary_penalty"],
-                           opts["token_preference"], _check_threads(num_threads))
-        del toks0, vals0
-    raw_size = flt.raw_size
-    bar = _Progress(progress, "filter", corpus.total_bytes)
+def _counting_pass(corpus: "Corpus", k: int, n: int, r: Tuple[int, int, int], add: Any, end: Any,
+                   table_bytes: Any, progress: bool, info: Dict[str, Any]) -> None:
+    """Counting round ``k`` of ``n`` (``r``: its lengths and threshold): feeds the corpus to
+    ``add``, ends it with ``end()``, records and prints its statistics."""
+    lo, hi, thr = r
+    bar = feed(corpus, f"count {k + 1}/{n} [{lo}-{hi}] t={thr}", progress, add,
+                lambda: {"table": fmt_bytes(table_bytes())})
     try:
-        ndocs = 0
-        for batch, size in corpus.batches():
-            flt.add(batch)
-            ndocs += len(batch)
-            bar.update(size, docs=f"{ndocs:,}", rss=_fmt_bytes(_rss_bytes()))
+        st = dict(end())
     except BaseException:
         bar.close()
         raise
-    ntok, nbytes = flt.totals()
-    if nbytes == 0:
-        bar.close()
-        raise ValueError("the corpus is empty: no text to train on")
-    toks, usage, _raw_ids = flt.select(k)
-    used = sum(1 for u in usage if u > 0)
-    bar.close(f"  filter: {_fmt_bytes(nbytes)} in {bar.seconds:.1f}s "
-              f"({nbytes / max(bar.seconds, 1e-9) / 1e6:.2f} MB/s), raw vocabulary {raw_size:,}, "
-              f"{used:,} of {len(toks):,} kept tokens used, {nbytes / max(ntok, 1):.3f} bytes/token "
-              f"on the training text with the raw vocabulary")
-    if len(toks) < k:
-        warnings.warn(f"the raw vocabulary has only {raw_size} tokens: the result has "
-                      f"{len(toks) + len(specials)} ids instead of {vocab_size}", RuntimeWarning,
-                      stacklevel=3)
-    metadata = dict(meta)
-    metadata.update(trainer="cnfmce", vocab_size=vocab_size, raw_vocabulary=raw_size,
-                    filtering={"seconds": round(bar.seconds, 3), "bytes": nbytes, "tokens": ntok,
-                               "used_tokens": used})
-    tok = Tokenizer.from_tokens(list(toks), special_tokens=specials, **opts)
-    tok.metadata.update(metadata)
-    return tok
+    st.update(round=k + 1, min_len=lo, max_len=hi, threshold=thr, seconds=round(bar.seconds, 3),
+              bytes=bar.done, peak_rss=peak_rss_bytes())
+    info["round_stats"].append(st)
+    mbps = bar.done / max(bar.seconds, 1e-9) / 1e6
+    bar.close(f"  round {k + 1} [{lo}-{hi}] t={thr}: {fmt_bytes(bar.done)} in {bar.seconds:.1f}s "
+              f"({mbps:.2f} MB/s), {st['distinct']:,} distinct, {st['retained']:,} retained, "
+              f"table peak {fmt_bytes(st['peak_table_bytes'])}, {st['spills']} spills, "
+              f"peak RSS {fmt_bytes(st['peak_rss'])}")
 
 
-def train(inputs: Inputs, vocab_size: int = 250_000, raw_vocab_size: int = 5_000_000,
+def _counting_done(corpus: "Corpus", info: Dict[str, Any], t_start: float, limit: int,
+                   stacklevel: int = 3) -> None:
+    """Records the counting phase's totals; warns when it took more memory than allowed."""
+    info.update(documents=corpus.documents, bytes=corpus.total_bytes,
+                seconds=round(time.perf_counter() - t_start, 3), peak_rss=peak_rss_bytes())
+    if info["peak_rss"] > limit:
+        warnings.warn(f"peak memory {fmt_bytes(info['peak_rss'])} exceeded memory_limit "
+                      f"{fmt_bytes(limit)}", RuntimeWarning, stacklevel=stacklevel)
+
+
+def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str], inputs: Inputs,
+                      vocab_size: int = _core.DEFAULT_VOCAB_SIZE, special_tokens: Sequence[str] = (),
+                      num_threads: Optional[int] = None, progress: bool = True,
+                      raw_vocab_size: Optional[int] = None, algorithm: str = "mce",
+                      boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True,
+                      tmp_dir: Optional[str] = None) -> Tokenizer:
+    """The filtering phase of CNF: encodes ``inputs`` once with MCE over the raw vocabulary
+    (``counts``: a mapping bytes -> count, or the path of a counts file; the best
+    ``raw_vocab_size`` of them, all when None) and keeps the ``vocab_size - len(special_tokens)``
+    most used tokens, all 256 single bytes included, ids ordered by usage (ties by bytes);
+    special tokens get the last ids."""
+    opts = _check_options(algorithm, boundary_penalty, token_preference)
+    with work_dir(tmp_dir) as tmp:
+        trainer = _core.Trainer(vocab_size, raw_vocab_size, None, special_tokens, opts,
+                                tmp_dir=os.path.join(tmp, ""), num_threads=_check_threads(num_threads))
+        try:
+            if isinstance(counts, (str, os.PathLike)):
+                counts = load_counts(counts)
+            elif not isinstance(counts, Mapping):
+                raise TypeError("counts must be a mapping bytes -> int or the path of a counts file")
+            trainer.use_counts(*count_lists(counts))
+            corpus = Corpus(inputs, tmp)
+            return _run(trainer, corpus, progress, {}, vocab_size)
+        finally:
+            trainer.close()
+
+
+def _run(trainer: "_core.Trainer", corpus: "Corpus", progress: bool, meta: Dict[str, Any],
+         vocab_size: int, counted: Optional[Any] = None) -> Tokenizer:
+    """Runs the trainer's passes over the corpus (counting rounds, recorded in
+    ``meta["counting"]``, then ``counted()``, then filtering) and returns the tokenizer with the
+    run's metadata."""
+    n = len(trainer.rounds)
+    filtering: Dict[str, Any] = {}
+    while True:
+        step = trainer.next_pass()
+        if step is None:
+            break
+        kind, k, r = trainer.begin_pass()
+        if kind == "count":
+            _counting_pass(corpus, k, n, r, trainer.add, trainer.end_pass,
+                           lambda: trainer.table_bytes, progress, meta["counting"])
+            continue
+        if counted is not None:
+            counted()
+        bar = feed(corpus, "filter", progress, trainer.add)
+        try:
+            st = trainer.end_pass()
+        except BaseException:
+            bar.close()
+            raise
+        core, report = trainer.finish()
+        ntok, nbytes = report["tokens"], report["bytes"]
+        bar.close(f"  filter: {fmt_bytes(nbytes)} in {bar.seconds:.1f}s "
+                  f"({nbytes / max(bar.seconds, 1e-9) / 1e6:.2f} MB/s), raw vocabulary "
+                  f"{st['raw_vocab_size']:,}, {report['used_tokens']:,} of {core.num_regular:,} kept "
+                  f"tokens used, {nbytes / max(ntok, 1):.3f} bytes/token on the training text with "
+                  f"the raw vocabulary")
+        filtering = {"seconds": round(bar.seconds, 3), "bytes": nbytes, "tokens": ntok,
+                     "used_tokens": report["used_tokens"]}
+        if report["warning"]:
+            warnings.warn(report["warning"], RuntimeWarning, stacklevel=3)
+        tok = Tokenizer(core)
+        tok.metadata.update(meta)
+        tok.metadata.update(trainer="cnfmce", vocab_size=vocab_size,
+                            raw_vocabulary=st["raw_vocab_size"], filtering=filtering)
+        return tok
+    raise RuntimeError("the trainer ended without a filtering pass")  # pragma: no cover
+
+
+def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_size: Optional[int] = None,
           rounds: Sequence[Tuple[int, int, int]] = DEFAULT_ROUNDS, special_tokens: Sequence[str] = (),
           num_threads: Optional[int] = None, progress: bool = True,
           memory_limit: Optional[int] = None, algorithm: str = "mce",
-          boundary_penalty: float = 0.05, token_preference: bool = True,
+          boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True,
           tmp_dir: Optional[str] = None) -> Tokenizer:
     """Trains a CNF vocabulary (SPEC section 4) and returns its :class:`Tokenizer`.
 
-    Equal to ``train_from_counts(count(inputs, ...), inputs, ...)``. The result has
-    ``vocab_size`` ids (byte tokens and special tokens included), ordered by usage in the
-    filtering pass, special tokens last. The same inputs give the same vocabulary whatever
-    ``num_threads`` and whatever the order of the documents.
+    ``inputs``: documents or paths, as for :func:`count` (the rule of :mod:`cnfmce.corpus`; wrap
+    strings that look like file names in ``cnfmce.Documents``). Equal to
+    ``train_from_counts(count(inputs, ...), inputs, ...)`` with the same ``raw_vocab_size``. The
+    result has ``vocab_size`` ids (byte tokens and special tokens
+    included), ordered by usage in the filtering pass, special tokens last. ``raw_vocab_size``
+    None means ``cnfmce._core.default_raw_vocab_size(vocab_size)`` (a multiple of ``vocab_size``).
+    The same inputs give the same vocabulary whatever ``num_threads`` and whatever the order of
+    the documents.
     """
     opts = _check_options(algorithm, boundary_penalty, token_preference)
-    vocab_size = _check_positive("vocab_size", vocab_size)
-    if isinstance(special_tokens, str):
-        raise TypeError("special_tokens must be a sequence of strings, not a string")
-    special_tokens = list(special_tokens)
-    if vocab_size - len(special_tokens) < 256:
-        raise ValueError(f"vocab_size {vocab_size} is too small: it must hold the 256 single bytes "
-                         f"plus {len(special_tokens)} special tokens")
-    with tempfile.TemporaryDirectory(prefix="cnfmce-", dir=tmp_dir) as tmp:
-        corpus = _Corpus(inputs, tmp)
-        counter, info = _count(corpus, raw_vocab_size, rounds, num_threads, progress, memory_limit, tmp)
-        return _filter(counter, corpus, vocab_size, special_tokens, num_threads, progress, None,
-                       opts["algorithm"], opts["boundary_penalty"], opts["token_preference"],
-                       {"counting": info})
+    with work_dir(tmp_dir) as tmp:
+        limit, budget = _memory(memory_limit)
+        trainer = _core.Trainer(vocab_size, raw_vocab_size, rounds, special_tokens, opts, budget,
+                                os.path.join(tmp, ""), _check_threads(num_threads))
+        try:
+            _warn_rounds(trainer.rounds)
+            corpus = Corpus(inputs, tmp)
+            m = raw_vocab_size if raw_vocab_size is not None else _core.default_raw_vocab_size(vocab_size)
+            meta = {"counting": _info(trainer.rounds, m, limit)}
+            t_start = time.perf_counter()
+            return _run(trainer, corpus, progress, meta, vocab_size,
+                        lambda: _counting_done(corpus, meta["counting"], t_start, limit, stacklevel=5))
+        finally:
+            trainer.close()

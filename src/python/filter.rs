@@ -1,0 +1,59 @@
+//! `Filter`: the filtering pass's encoder over a raw vocabulary, for the machines of a
+//! distributed run (`Filter(trainer.raw_tokens(), options).usage_of(docs)`); a local run's
+//! filtering happens inside `Trainer`.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+
+use super::blocks::PyBlockUsage;
+use super::options::PyOptions;
+use super::util::{guarded, make_pool, str_bytes, to_py};
+use crate::Algorithm;
+
+/// CNF filtering: usage counts of a raw vocabulary under MCE.
+#[pyclass(module = "cnfmce._core", name = "Filter", frozen)]
+pub(crate) struct PyFilter {
+    inner: crate::Filter,
+    pool: rayon::ThreadPool,
+}
+
+#[pymethods]
+impl PyFilter {
+    /// `raw_tokens`: the raw vocabulary, id = index (as `Trainer.raw_tokens()` gives it; all 256
+    /// single bytes included); `options`: the training's options (filtering uses MCE with their
+    /// λ and ε).
+    #[new]
+    #[pyo3(signature = (raw_tokens, options=None, num_threads=None))]
+    fn new(
+        py: Python<'_>,
+        raw_tokens: Vec<Vec<u8>>,
+        options: Option<&Bound<'_, PyOptions>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Self> {
+        let options = PyOptions::or_default(options).with_algorithm(Algorithm::Mce);
+        let pool = make_pool(num_threads)?;
+        let inner = py
+            .detach(|| guarded(|| pool.install(|| crate::Filter::new(raw_tokens, options))))?
+            .map_err(|e| to_py(py, e))?;
+        Ok(PyFilter { inner, pool })
+    }
+
+    /// Size of the raw vocabulary.
+    #[getter]
+    fn raw_size(&self) -> usize {
+        self.inner.vocab().len()
+    }
+
+    /// The usage of the raw vocabulary in `docs` (GIL released).
+    fn usage_of(&self, py: Python<'_>, docs: Vec<Bound<'_, PyString>>) -> PyResult<PyBlockUsage> {
+        let bytes = str_bytes(&docs)?;
+        let (f, pool) = (&self.inner, &self.pool);
+        let inner = py.detach(|| guarded(|| pool.install(|| f.usage_of(&bytes))))?;
+        Ok(PyBlockUsage { inner })
+    }
+
+    /// The raw tokens in raw-id order.
+    fn raw_tokens<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, PyBytes>> {
+        self.inner.vocab().iter().map(|(_, t)| PyBytes::new(py, t)).collect()
+    }
+}

@@ -1,0 +1,98 @@
+//! PyO3 bindings: the `cnfmce._core` extension module (behind the `python` feature). One file per
+//! exposed class; `util` holds what they share. Heavy work runs with the thread detached from the
+//! interpreter (GIL released); panics are caught and turned into `RuntimeError`.
+
+mod blocks;
+mod counter;
+mod filter;
+mod ints;
+mod options;
+mod offsets;
+mod text;
+mod tokenizer;
+mod trainer;
+mod util;
+
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+/// 1 where a byte is the first byte of its unit (SPEC section 2), else 0.
+#[pyfunction]
+fn unit_starts<'py>(py: Python<'py>, data: &[u8]) -> Bound<'py, PyBytes> {
+    let mut v = Vec::new();
+    crate::units::unit_starts(data, &mut v);
+    PyBytes::new(py, &v)
+}
+
+/// `(partial or forbidden, forbidden)`: how many of the spans cross groups partially (touch two
+/// or more groups without covering whole groups only), and how many of those touch three or
+/// more (the crossings MCE forbids), by the unit-crossing rule of `crate::cost`. `group_starts`:
+/// nonzero where a byte starts a group (a unit, or a character); `spans`: little-endian int64
+/// pairs `(start, end)`; empty spans are not counted.
+#[pyfunction]
+fn crossing_counts(group_starts: &[u8], spans: &[u8]) -> PyResult<(u64, u64)> {
+    use crate::cost::{crossing_of, Crossing};
+    if spans.len() % 16 != 0 {
+        return Err(pyo3::exceptions::PyValueError::new_err("spans must hold int64 (start, end) pairs"));
+    }
+    let n = group_starts.len() as i64;
+    let (mut partial, mut forbidden) = (0u64, 0u64);
+    for pair in spans.chunks_exact(16) {
+        let s = i64::from_le_bytes(pair[..8].try_into().expect("8 bytes"));
+        let e = i64::from_le_bytes(pair[8..].try_into().expect("8 bytes"));
+        if e <= s {
+            continue;
+        }
+        if s < 0 || e > n {
+            return Err(pyo3::exceptions::PyValueError::new_err("a span lies outside the data"));
+        }
+        match crossing_of(group_starts, s as usize, e as usize) {
+            Crossing::Free => {}
+            Crossing::Partial => partial += 1,
+            Crossing::Forbidden => {
+                partial += 1;
+                forbidden += 1;
+            }
+        }
+    }
+    Ok((partial, forbidden))
+}
+
+/// The raw_vocab_size training uses for `vocab_size` when none is given.
+#[pyfunction]
+fn default_raw_vocab_size(vocab_size: &Bound<'_, PyAny>) -> PyResult<usize> {
+    Ok(crate::default_raw_vocab_size(util::read_positive(vocab_size, "vocab_size")?))
+}
+
+/// A note when valid rounds will not count all they might be expected to (else None).
+#[pyfunction]
+fn rounds_warning(rounds: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    Ok(crate::rounds_warning(&util::read_rounds(rounds)?))
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<options::PyOptions>()?;
+    m.add_class::<tokenizer::PyCoreTokenizer>()?;
+    m.add_class::<tokenizer::PySpecialMatcher>()?;
+    m.add_class::<counter::PyCounter>()?;
+    m.add_class::<filter::PyFilter>()?;
+    m.add_class::<trainer::PyTrainer>()?;
+    m.add_class::<blocks::PySurvivors>()?;
+    m.add_class::<blocks::PyBlockCounts>()?;
+    m.add_class::<blocks::PyBlockUsage>()?;
+    m.add_function(wrap_pyfunction!(blocks::count_block, m)?)?;
+    m.add_function(wrap_pyfunction!(unit_starts, m)?)?;
+    m.add_function(wrap_pyfunction!(crossing_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(default_raw_vocab_size, m)?)?;
+    m.add_function(wrap_pyfunction!(rounds_warning, m)?)?;
+    // The defaults, written once in the core.
+    m.add("DEFAULT_BOUNDARY_PENALTY", crate::DEFAULT_BOUNDARY_PENALTY)?;
+    m.add("DEFAULT_ROUNDS", pyo3::types::PyTuple::new(m.py(), util::rounds_tuple(&crate::DEFAULT_ROUNDS))?)?;
+    m.add("DEFAULT_VOCAB_SIZE", crate::DEFAULT_VOCAB_SIZE)?;
+    m.add("DEFAULT_COUNT_RAW_VOCAB_SIZE", crate::DEFAULT_COUNT_RAW_VOCAB_SIZE)?;
+    m.add("RAW_VOCAB_PER_TOKEN", crate::RAW_VOCAB_PER_TOKEN)?;
+    m.add("DEFAULT_MEMORY_BUDGET", crate::DEFAULT_MEMORY_BUDGET)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

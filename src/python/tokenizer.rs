@@ -1,0 +1,455 @@
+//! `CoreTokenizer` (the Rust tokenizer behind `cnfmce.Tokenizer`) and `SpecialMatcher`.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyString};
+
+use super::ints::IdInts;
+use super::text::{str_data, surrogate_error, StrData};
+use super::options::PyOptions;
+use super::util::{guarded, in_pool, read_id, read_ids, to_py, unknown_id};
+use crate::tokenizer::{map_texts, OffsetUnit, SpecialMatcher, Tokenizer};
+use crate::Options;
+
+/// Texts shorter than this are encoded without releasing the GIL (the release costs more).
+const DETACH_BYTES: usize = 16 * 1024;
+
+/// The special tokens that `encode` may match (built by `CoreTokenizer.matcher`).
+#[pyclass(module = "cnfmce._core", name = "SpecialMatcher", frozen)]
+pub(crate) struct PySpecialMatcher {
+    inner: SpecialMatcher,
+}
+
+/// The Rust tokenizer behind `cnfmce.Tokenizer`.
+#[pyclass(module = "cnfmce._core", name = "CoreTokenizer", frozen)]
+pub(crate) struct PyCoreTokenizer {
+    inner: Tokenizer,
+    ints: IdInts,
+}
+
+impl PyCoreTokenizer {
+    pub(crate) fn wrap(inner: Tokenizer) -> Self {
+        let bound = inner
+            .specials()
+            .iter()
+            .map(|s| s.1 as usize + 1)
+            .max()
+            .unwrap_or(0)
+            .max(inner.vocab().id_bound());
+        PyCoreTokenizer { inner, ints: IdInts::new(bound) }
+    }
+
+    /// Builds the core tokenizer with the GIL released.
+    fn build(
+        py: Python<'_>,
+        entries: Vec<(u32, Vec<u8>)>,
+        specials: Vec<(Vec<u8>, u32)>,
+        options: Options,
+    ) -> PyResult<Self> {
+        let inner = py
+            .detach(|| guarded(|| Tokenizer::new(entries, specials, options)))?
+            .map_err(|e| to_py(py, e))?;
+        Ok(PyCoreTokenizer::wrap(inner))
+    }
+
+    fn encode_detached<'py>(
+        &self,
+        py: Python<'py>,
+        data: &[u8],
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let m = allowed.map(|a| &a.get().inner);
+        let ids = if data.len() < DETACH_BYTES {
+            guarded(|| self.inner.encode(data, m))?
+        } else {
+            py.detach(|| guarded(|| self.inner.encode(data, m)))?
+        };
+        self.ints.list(py, &ids)
+    }
+
+    fn with_offsets_detached<'py>(
+        &self,
+        py: Python<'py>,
+        data: &[u8],
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        unit: OffsetUnit,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let m = allowed.map(|a| &a.get().inner);
+        let run = || self.inner.encode_with_offsets(data, m, unit);
+        let (ids, offs) = if data.len() < DETACH_BYTES { guarded(run)? } else { py.detach(|| guarded(run))? };
+        Ok((self.ints.list(py, &ids)?, super::offsets::spans(py, &self.ints, &offs)?))
+    }
+
+    /// The ids of each text and its UTF-8 size, encoded in parallel (longest first) with the
+    /// GIL released; the UTF-8 of each str is made in the workers.
+    fn encode_strs(
+        &self,
+        py: Python<'_>,
+        texts: &[Bound<'_, PyString>],
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<(Vec<Vec<u32>>, Vec<usize>)> {
+        let m = allowed.map(|a| &a.get().inner);
+        let all = self.map_strs(py, texts, num_threads, |tok, bytes, scratch| {
+            (tok.encode_with_scratch(bytes, m, scratch), bytes.len())
+        })?;
+        Ok(all.into_iter().unzip())
+    }
+
+    /// `f(tokenizer, utf8, scratch)` for each text, in parallel (longest first) with the GIL
+    /// released; the UTF-8 of each str is made in the workers. A lone surrogate is a ValueError
+    /// naming the text.
+    fn map_strs<R: Send>(
+        &self,
+        py: Python<'_>,
+        texts: &[Bound<'_, PyString>],
+        num_threads: Option<usize>,
+        f: impl Fn(&Tokenizer, &[u8], &mut crate::Scratch) -> R + Sync,
+    ) -> PyResult<Vec<R>> {
+        let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
+        let tok = &self.inner;
+        let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
+        let run = || map_texts(&sizes, |k, buf| datas[k].utf8(buf), |bytes, scratch| f(tok, bytes, scratch));
+        py.detach(|| guarded(|| in_pool(num_threads, run)))??.map_err(|(k, ())| surrogate_error(Some(k)))
+    }
+
+    fn batch<'py, T: AsRef<[u8]> + Sync>(
+        &self,
+        py: Python<'py>,
+        texts: &[T],
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let m = allowed.map(|a| &a.get().inner);
+        let all = py.detach(|| guarded(|| in_pool(num_threads, || self.inner.encode_batch(texts, m))))??;
+        self.ints.lists(py, &all)
+    }
+}
+
+#[pymethods]
+impl PyCoreTokenizer {
+    /// tokens: the regular tokens; ids: their ids (None: the list index);
+    /// specials: (bytes, id) pairs.
+    #[new]
+    #[pyo3(signature = (tokens, ids=None, specials=Vec::new(), options=None))]
+    fn new(
+        py: Python<'_>,
+        tokens: Vec<Bound<'_, PyBytes>>,
+        ids: Option<Vec<u32>>,
+        specials: Vec<(Vec<u8>, u32)>,
+        options: Option<&Bound<'_, PyOptions>>,
+    ) -> PyResult<Self> {
+        if let Some(ids) = &ids {
+            if ids.len() != tokens.len() {
+                return Err(PyValueError::new_err("tokens and ids differ in length"));
+            }
+        }
+        let entries: Vec<(u32, Vec<u8>)> = tokens
+            .iter()
+            .enumerate()
+            .map(|(k, b)| {
+                let id = ids.as_ref().map_or(k as u32, |v| v[k]);
+                (id, b.as_bytes().to_vec())
+            })
+            .collect();
+        if ids.is_none() && tokens.len() > u32::MAX as usize {
+            return Err(PyValueError::new_err("too many tokens"));
+        }
+        Self::build(py, entries, specials, PyOptions::or_default(options))
+    }
+
+    /// A tokenizer from packed tokens: `data` is all token bytes concatenated, `lengths` one
+    /// little-endian u32 per token, `ids` (optional) one little-endian u32 per token.
+    #[staticmethod]
+    #[pyo3(signature = (data, lengths, ids=None, specials=Vec::new(), options=None))]
+    fn from_packed(
+        py: Python<'_>,
+        data: &[u8],
+        lengths: &[u8],
+        ids: Option<&[u8]>,
+        specials: Vec<(Vec<u8>, u32)>,
+        options: Option<&Bound<'_, PyOptions>>,
+    ) -> PyResult<Self> {
+        let u32s = |b: &[u8], what: &str| -> PyResult<Vec<u32>> {
+            if b.len() % 4 != 0 {
+                return Err(PyValueError::new_err(format!("packed {what} is not a whole number of u32")));
+            }
+            Ok(b.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+        };
+        let lens = u32s(lengths, "lengths")?;
+        let ids = match ids {
+            Some(b) => Some(u32s(b, "ids")?),
+            None => None,
+        };
+        if let Some(ids) = &ids {
+            if ids.len() != lens.len() {
+                return Err(PyValueError::new_err("packed ids and lengths differ in count"));
+            }
+        }
+        let total: u64 = lens.iter().map(|&l| l as u64).sum();
+        if total != data.len() as u64 {
+            return Err(PyValueError::new_err(format!(
+                "packed lengths add up to {total} bytes but the data has {}",
+                data.len()
+            )));
+        }
+        let mut entries = Vec::with_capacity(lens.len());
+        let mut at = 0usize;
+        for (k, &l) in lens.iter().enumerate() {
+            let id = ids.as_ref().map_or(k as u32, |v| v[k]);
+            entries.push((id, data[at..at + l as usize].to_vec()));
+            at += l as usize;
+        }
+        Self::build(py, entries, specials, PyOptions::or_default(options))
+    }
+
+    /// The regular tokens packed: (concatenated bytes, u32 LE lengths, u32 LE ids), id order.
+    fn packed<'py>(&self, py: Python<'py>) -> (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>) {
+        let v = self.inner.vocab();
+        let mut data = Vec::new();
+        let mut lens = Vec::with_capacity(v.len() * 4);
+        let mut ids = Vec::with_capacity(v.len() * 4);
+        for (id, t) in v.iter() {
+            data.extend_from_slice(t);
+            lens.extend_from_slice(&(t.len() as u32).to_le_bytes());
+            ids.extend_from_slice(&id.to_le_bytes());
+        }
+        (PyBytes::new(py, &data), PyBytes::new(py, &lens), PyBytes::new(py, &ids))
+    }
+
+    /// A new tokenizer over the same vocabulary with other options.
+    fn with_options(&self, py: Python<'_>, options: &Bound<'_, PyOptions>) -> PyResult<Self> {
+        let entries: Vec<(u32, Vec<u8>)> =
+            self.inner.vocab().iter().map(|(i, t)| (i, t.to_vec())).collect();
+        let specials = self.inner.specials().to_vec();
+        Self::build(py, entries, specials, options.get().inner)
+    }
+
+    #[pyo3(signature = (text, allowed=None))]
+    fn encode<'py>(
+        &self,
+        py: Python<'py>,
+        text: &Bound<'_, PyString>,
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let data = str_data(text)?;
+        let mut buf = Vec::new();
+        let bytes = data.utf8(&mut buf).map_err(|_| surrogate_error(None))?;
+        self.encode_detached(py, bytes.unwrap_or(&buf), allowed)
+    }
+
+    #[pyo3(signature = (data, allowed=None))]
+    fn encode_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        data: &[u8],
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        self.encode_detached(py, data, allowed)
+    }
+
+    #[pyo3(signature = (texts, allowed=None, num_threads=None))]
+    fn encode_batch<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<Bound<'_, PyString>>,
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let (all, _) = self.encode_strs(py, &texts, allowed, num_threads)?;
+        self.ints.lists(py, &all)
+    }
+
+    /// `encode_batch` with the ids of all texts in one flat buffer: (ids, starts, sizes) as
+    /// bytearrays of native-endian u32 ids, i64 document starts (len(texts) + 1 of them; text
+    /// k's ids are ids[starts[k]..starts[k + 1]]) and i64 UTF-8 sizes of the texts. No Python
+    /// int is made per token; the Python side wraps them with numpy.frombuffer (no copy).
+    #[pyo3(signature = (texts, allowed=None, num_threads=None))]
+    fn encode_batch_flat<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<Bound<'_, PyString>>,
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyByteArray>, Bound<'py, PyByteArray>)> {
+        let (all, sizes) = self.encode_strs(py, &texts, allowed, num_threads)?;
+        let total: usize = all.iter().map(Vec::len).sum();
+        let ids = PyByteArray::new_with(py, total * 4, |buf| {
+            let mut at = 0;
+            for doc in &all {
+                for (dst, id) in buf[at..at + doc.len() * 4].chunks_exact_mut(4).zip(doc) {
+                    dst.copy_from_slice(&id.to_ne_bytes());
+                }
+                at += doc.len() * 4;
+            }
+            Ok(())
+        })?;
+        let starts = PyByteArray::new_with(py, (all.len() + 1) * 8, |buf| {
+            let mut at = 0i64;
+            for (k, dst) in buf.chunks_exact_mut(8).enumerate() {
+                dst.copy_from_slice(&at.to_ne_bytes());
+                if k < all.len() {
+                    at += all[k].len() as i64;
+                }
+            }
+            Ok(())
+        })?;
+        let sizes = PyByteArray::new_with(py, sizes.len() * 8, |buf| {
+            for (dst, &n) in buf.chunks_exact_mut(8).zip(&sizes) {
+                dst.copy_from_slice(&(n as i64).to_ne_bytes());
+            }
+            Ok(())
+        })?;
+        Ok((ids, starts, sizes))
+    }
+
+    #[pyo3(signature = (items, allowed=None, num_threads=None))]
+    fn encode_bytes_batch<'py>(
+        &self,
+        py: Python<'py>,
+        items: Vec<Bound<'_, PyBytes>>,
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let data: Vec<&[u8]> = items.iter().map(|b| b.as_bytes()).collect();
+        self.batch(py, &data, allowed, num_threads)
+    }
+
+    /// `encode` and each token's `(start, end)` character span in `text`.
+    #[pyo3(signature = (text, allowed=None))]
+    fn encode_with_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        text: &Bound<'_, PyString>,
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let data = str_data(text)?;
+        let mut buf = Vec::new();
+        let bytes = data.utf8(&mut buf).map_err(|_| surrogate_error(None))?;
+        self.with_offsets_detached(py, bytes.unwrap_or(&buf), allowed, OffsetUnit::Char)
+    }
+
+    /// `encode_bytes` and each token's `(start, end)` byte span in `data`.
+    #[pyo3(signature = (data, allowed=None))]
+    fn encode_bytes_with_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        data: &[u8],
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        self.with_offsets_detached(py, data, allowed, OffsetUnit::Byte)
+    }
+
+    /// `encode_with_offsets` of every text, in parallel: a list of `(ids, spans)`.
+    #[pyo3(signature = (texts, allowed=None, num_threads=None))]
+    fn encode_batch_with_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<Bound<'_, PyString>>,
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let m = allowed.map(|a| &a.get().inner);
+        let all = self.map_strs(py, &texts, num_threads, |tok, bytes, scratch| {
+            tok.encode_with_offsets_scratch(bytes, m, OffsetUnit::Char, scratch)
+        })?;
+        super::offsets::pairs(py, &self.ints, &all)
+    }
+
+    /// `encode_bytes_with_offsets` of every input, in parallel: a list of `(ids, spans)`.
+    #[pyo3(signature = (items, allowed=None, num_threads=None))]
+    fn encode_bytes_batch_with_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        items: Vec<Bound<'_, PyBytes>>,
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let data: Vec<&[u8]> = items.iter().map(|b| b.as_bytes()).collect();
+        let m = allowed.map(|a| &a.get().inner);
+        let all = py.detach(|| {
+            guarded(|| in_pool(num_threads, || self.inner.encode_batch_with_offsets(&data, m, OffsetUnit::Byte)))
+        })??;
+        super::offsets::pairs(py, &self.ints, &all)
+    }
+
+    fn decode_bytes<'py>(&self, py: Python<'py>, ids: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+        let read = read_ids(ids)?;
+        // An unknown id before the first out-of-range one is reported first (index order).
+        let out = self.inner.decode(&read.ids).map_err(|e| to_py(py, e))?;
+        match read.out_of_range {
+            Some(shown) => Err(unknown_id(py, &shown)),
+            None => Ok(PyBytes::new(py, &out)),
+        }
+    }
+
+    fn id_to_token<'py>(&self, py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+        match read_id(id)?.and_then(|i| self.inner.id_bytes(i)) {
+            Some(b) => Ok(PyBytes::new(py, b)),
+            None => Err(unknown_id(py, &id.str().map(|s| s.to_string()).unwrap_or_default())),
+        }
+    }
+
+    fn token_to_id(&self, token: &[u8]) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
+    /// A matcher for the special tokens with these ids (None: all of them).
+    #[pyo3(signature = (ids=None))]
+    fn matcher(&self, py: Python<'_>, ids: Option<Vec<u32>>) -> PyResult<PySpecialMatcher> {
+        let inner = self.inner.matcher(ids.as_deref()).map_err(|e| to_py(py, e))?;
+        Ok(PySpecialMatcher { inner })
+    }
+
+    /// The regular vocabulary as (ids, tokens), in id order.
+    fn tokens<'py>(&self, py: Python<'py>) -> (Vec<u32>, Vec<Bound<'py, PyBytes>>) {
+        let mut ids = Vec::with_capacity(self.inner.vocab().len());
+        let mut toks = Vec::with_capacity(self.inner.vocab().len());
+        for (id, t) in self.inner.vocab().iter() {
+            ids.push(id);
+            toks.push(PyBytes::new(py, t));
+        }
+        (ids, toks)
+    }
+
+    /// The special tokens as (bytes, id) pairs in id order.
+    fn specials<'py>(&self, py: Python<'py>) -> Vec<(Bound<'py, PyBytes>, u32)> {
+        self.inner.specials().iter().map(|(b, id)| (PyBytes::new(py, b), *id)).collect()
+    }
+
+    /// The encoding options.
+    #[getter]
+    fn options(&self) -> PyOptions {
+        PyOptions { inner: self.inner.options() }
+    }
+
+    /// Ids in use, special tokens included.
+    #[getter]
+    fn num_ids(&self) -> usize {
+        self.inner.num_ids()
+    }
+
+    /// Number of regular (non-special) tokens.
+    #[getter]
+    fn num_regular(&self) -> usize {
+        self.inner.vocab().len()
+    }
+
+    /// One past the largest id (regular or special).
+    #[getter]
+    fn id_bound(&self) -> usize {
+        let s = self.inner.specials().iter().map(|s| s.1 as usize + 1).max().unwrap_or(0);
+        s.max(self.inner.vocab().id_bound())
+    }
+
+    #[getter]
+    fn max_token_len(&self) -> usize {
+        self.inner.vocab().max_len()
+    }
+
+    /// Approximate heap bytes of the vocabulary structures.
+    #[getter]
+    fn heap_bytes(&self) -> usize {
+        self.inner.vocab().heap_bytes()
+    }
+}
