@@ -152,10 +152,9 @@ def raw_counts(tag: str, paths: Sequence[Path], m: int,
 
 def make_filter(ranked: Sequence[bytes], num_threads: Optional[int] = None):
     """A ``_core.Filter`` whose ids are the positions of ``ranked`` (which must hold every single
-    byte): synthetic strictly decreasing counts make the core's ranking equal to the given order."""
+    byte); filtering uses MCE with the default λ and ε."""
     from cnfmce import _core
-    n = len(ranked)
-    return _core.Filter(list(ranked), list(range(n, 0, -1)), None, 0.05, True, num_threads)
+    return _core.Filter(list(ranked), None, num_threads)
 
 
 def usage_pass(ranked: Sequence[bytes], paths: Sequence[Path],
@@ -164,36 +163,37 @@ def usage_pass(ranked: Sequence[bytes], paths: Sequence[Path],
     """MCE over the documents of ``paths`` with vocabulary ``ranked`` (id = position).
 
     Returns ``{"usage": int64 array, "tokens": N, "bytes": B, "seconds": s}`` and, with ``key``,
-    ``"groups": {group: {"usage": sparse (ids, counts), "tokens", "bytes"}}``."""
+    ``"groups": {group: {"ids", "counts" (sparse usage), "tokens", "bytes"}}``."""
+    from cnfmce import _core
     t0 = time.perf_counter()
     flt = make_filter(ranked, num_threads)
     t_build = time.perf_counter() - t0
     groups: Dict[str, Any] = {}
-    prev = np.zeros(len(ranked), dtype=np.int64)
-    prev_tot = (0, 0)
+    total = np.zeros(len(ranked), dtype=np.int64)
+    ntok = nbytes = 0
     cur = None
+    acc = None
 
-    def close(g):
-        nonlocal prev, prev_tot
-        u = np.asarray(flt.usage(), dtype=np.int64)
-        diff = u - prev
-        nz = np.nonzero(diff)[0]
-        t, b = flt.totals()
-        groups[g] = {"ids": nz, "counts": diff[nz], "tokens": t - prev_tot[0],
-                     "bytes": b - prev_tot[1]}
-        prev = u
-        prev_tot = (t, b)
+    def close(g, blk):
+        nonlocal total, ntok, nbytes
+        u = np.asarray(blk.usage, dtype=np.int64)
+        total += u
+        ntok += blk.tokens
+        nbytes += blk.bytes
+        if key is not None:
+            nz = np.nonzero(u)[0]
+            groups[g] = {"ids": nz, "counts": u[nz], "tokens": blk.tokens, "bytes": blk.bytes}
 
     for g, texts in batches(paths, key):
-        if key is not None and cur is not None and g != cur:
-            close(cur)
+        if acc is not None and g != cur:
+            close(cur, acc)
+            acc = None
         cur = g
-        flt.add(texts)
-    if key is not None and cur is not None:
-        close(cur)
-    usage = np.asarray(flt.usage(), dtype=np.int64)
-    t, b = flt.totals()
-    out = {"usage": usage, "tokens": t, "bytes": b, "seconds": time.perf_counter() - t0,
+        blk = flt.usage_of(texts)
+        acc = blk if acc is None else acc.merge(blk)
+    if acc is not None:
+        close(cur, acc)
+    out = {"usage": total, "tokens": ntok, "bytes": nbytes, "seconds": time.perf_counter() - t0,
            "build_seconds": t_build}
     if key is not None:
         out["groups"] = groups
