@@ -47,7 +47,7 @@ impl PyCoreTokenizer {
         options: Options,
     ) -> PyResult<Self> {
         let inner = py
-            .detach(|| guarded(|| Tokenizer::new(entries, specials, options)))?
+            .detach(|| guarded(|| in_pool(None, || Tokenizer::new(entries, specials, options))))??
             .map_err(|e| to_py(py, e))?;
         Ok(PyCoreTokenizer::wrap(inner))
     }
