@@ -42,7 +42,8 @@ vocabulary, or a Megatron output with an id of 2**31 or more, is an error before
 written.
 
 Manifest (JSON, keys sorted): ``format`` ``"cnfmce-shards"``, ``version``, ``output_format``,
-``dtype``, ``tokenizer`` (``sha256`` of its saved form, ``vocab_size``, ``n_vocab``, options),
+``dtype``, ``tokenizer`` (``sha256``: see :func:`tokenizer_sha256`; ``vocab_size``, ``n_vocab``,
+options),
 ``eos_id``/``eos_token``, ``bos_id``/``bos_token``, ``field``, ``shard_size``, ``inputs`` (path
 and size of each file), per shard its ``name``, ``files`` (name -> bytes), ``first_document``,
 ``documents``, ``tokens``, ``text_bytes`` and ``input_end`` (``[file index, documents read from
@@ -77,7 +78,7 @@ from .corpus import PathLike, is_path_list, iter_file
 from .errors import CnfmceError, CorpusError
 
 __all__ = ["tokenize_corpus", "FORMATS", "DEFAULT_SHARD_SIZE", "MANIFEST", "EOS_NAMES",
-           "default_eos", "parse_size", "read_manifest"]
+           "default_eos", "parse_size", "read_manifest", "tokenizer_sha256"]
 
 FORMATS = ("megatron", "llmc", "npy")
 DEFAULT_SHARD_SIZE = 1_000_000_000
@@ -198,8 +199,21 @@ def _dtype_name(dt: np.dtype) -> str:
     return {_U16.str: "uint16", _U32.str: "uint32", _I32.str: "int32"}[dt.str]
 
 
-def _tokenizer_hash(tok: Any) -> str:
-    return hashlib.sha256(tok.to_bytes()).hexdigest()
+def tokenizer_sha256(tok: Any) -> str:
+    """A SHA-256 of everything that decides a tokenizer's output: the SHA-256 of the
+    concatenation of ``b"cnfmce-tokenizer-sha256 v1\\n"``, the packed regular tokens (all token
+    bytes in id order, then one little-endian uint32 length per token, then one uint32 id per
+    token, each part preceded by its byte length as a uint64), and the JSON (keys sorted) of
+    ``{"options": tok.options, "special_tokens": tok.special_tokens}``. Equal tokenizers give
+    equal hashes, whatever file they were loaded from; it costs milliseconds even for large
+    vocabularies (no serialisation)."""
+    h = hashlib.sha256(b"cnfmce-tokenizer-sha256 v1\n")
+    for part in tok._core.packed():
+        h.update(struct.pack("<Q", len(part)))
+        h.update(part)
+    h.update(json.dumps({"options": tok.options, "special_tokens": tok.special_tokens},
+                        sort_keys=True).encode("utf-8"))
+    return h.hexdigest()
 
 
 def _load(tokenizer: Any) -> Any:
@@ -813,7 +827,7 @@ def tokenize_corpus(tokenizer: Any, inputs: Any, output: PathLike, *, format: st
     fresh: Dict[str, Any] = {
         "format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "output_format": format,
         "dtype": _dtype_name(dt),
-        "tokenizer": {"sha256": _tokenizer_hash(tok), "vocab_size": tok.vocab_size,
+        "tokenizer": {"sha256": tokenizer_sha256(tok), "vocab_size": tok.vocab_size,
                       "n_vocab": tok.n_vocab, **tok.options},
         "eos_id": eos_t[0] if eos_t else None, "eos_token": eos_t[1] if eos_t else None,
         "bos_id": bos_t[0] if bos_t else None, "bos_token": bos_t[1] if bos_t else None,
