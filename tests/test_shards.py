@@ -313,6 +313,36 @@ def test_ctrl_c_leaves_complete_shards_and_resume_is_identical(tok16, corpus, tm
     assert dir_bytes(out) == dir_bytes(ref)
 
 
+def test_resume_across_files(tok16, corpus, tmp_path, monkeypatch):
+    """Interrupted inside the second file: resuming skips the first file unread, reads past the
+    finished documents of the second and ends identical to an uninterrupted run."""
+    import cnfmce.shards as shards
+    paths, docs = corpus
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    kw = dict(format="npy", shard_size="20KB", batch_chars=3000)
+    cnfmce.tokenize_corpus(tok16, paths, ref, **kw)
+    real = shards.iter_file
+    opened = []
+
+    def interrupted(path, *a, **k):
+        opened.append(os.path.basename(path))
+        for n, d in enumerate(real(path, *a, **k)):
+            if path == os.fspath(paths[1]) and n == 30:
+                raise KeyboardInterrupt
+            yield d
+    monkeypatch.setattr(shards, "iter_file", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cnfmce.tokenize_corpus(tok16, paths, out, **kw)
+    m = read_manifest(out)
+    assert m["shards"][-1]["input_end"][0] == 1 and 0 < m["shards"][-1]["input_end"][1] < 30
+    opened.clear()
+    monkeypatch.setattr(shards, "iter_file", lambda path, *a, **k: (opened.append(os.path.basename(path)), real(path, *a, **k))[1])
+    cnfmce.tokenize_corpus(tok16, paths, out, resume=True, **kw)
+    assert opened == ["b.jsonl.gz", "c.txt"]  # a.jsonl is not read again
+    assert dir_bytes(out) == dir_bytes(ref)
+    assert read_docs(out, "npy") == expected(tok16, docs, eos=EOS16)
+
+
 def test_resume_after_kill_is_byte_identical(tmp_path):
     """A real `cnfmce tokenize` process killed (SIGKILL) mid-run, then resumed."""
     inputs = [os.fspath(shared_path("corpora", c, "test.jsonl.gz")) for c in ("en",)]

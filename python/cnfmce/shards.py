@@ -91,9 +91,11 @@ EOS_NAMES = ("<|endoftext|>", "<|end_of_text|>", "<\uff5cend\u2581of\u2581senten
 # small enough that reading, encoding and writing overlap finely.
 BATCH_CHARS = 4 << 20
 _LLMC_MAX_TOKENS = 2**31 - 1
-_LLMC_HEADER = {np.dtype(np.uint16): (20240520, 1), np.dtype(np.uint32): (20240801, 7)}
+# Token dtypes of the files, always little-endian.
+_U16, _U32, _I32 = np.dtype("<u2"), np.dtype("<u4"), np.dtype("<i4")
+_LLMC_HEADER = {_U16.str: (20240520, 1), _U32.str: (20240801, 7)}
 _MEGATRON_HEADER = b"MMIDIDX\x00\x00"
-_MEGATRON_CODE = {np.dtype(np.uint16): 8, np.dtype(np.int32): 4}
+_MEGATRON_CODE = {_U16.str: 8, _I32.str: 4}
 _NPY_HEADER_BYTES = 128
 _INPUT_SUFFIXES = (".txt", ".txt.gz", ".md", ".text", ".parquet", ".jsonl", ".jsonl.gz",
                    ".jsonl.zst", ".json.gz", ".ndjson")
@@ -183,17 +185,17 @@ def _choose_dtype(fmt: str, bound: int, dtype: str) -> np.dtype:
     if dtype == "uint16" and bound > 2**16:
         raise ShardsError(f"the vocabulary has ids up to {bound - 1:,}, too many for uint16 "
                           f"tokens (at most 65,536 ids); use dtype uint32")
-    dt = np.dtype(np.uint16) if dtype == "uint16" else np.dtype(np.uint32)
-    if fmt == "megatron" and dt == np.uint32:
+    dt = _U16 if dtype == "uint16" else _U32
+    if fmt == "megatron" and dt == _U32:
         if bound > 2**31:
             raise ShardsError(f"ids up to {bound - 1:,} do not fit Megatron's int32 tokens "
                               "(Megatron-LM's index has no unsigned 32-bit dtype)")
-        dt = np.dtype(np.int32)
+        dt = _I32
     return dt
 
 
 def _dtype_name(dt: np.dtype) -> str:
-    return str(np.dtype(dt))
+    return {_U16.str: "uint16", _U32.str: "uint32", _I32.str: "int32"}[dt.str]
 
 
 def _tokenizer_hash(tok: Any) -> str:
@@ -265,7 +267,7 @@ class _Shard:
         lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, dtype=np.int64)
         fh = self.fh
         if self.fmt == "llmc":
-            magic, version = _LLMC_HEADER[self.dt]
+            magic, version = _LLMC_HEADER[self.dt.str]
             header = np.zeros(256, dtype="<i4")
             header[:3] = (magic, version, self.tokens)
             fh.seek(0)
@@ -285,7 +287,7 @@ class _Shard:
             with open(self.tmp[self.final[1]], "wb") as ix:
                 ix.write(_MEGATRON_HEADER)
                 ix.write(struct.pack("<Q", 1))
-                ix.write(struct.pack("<B", _MEGATRON_CODE[self.dt]))
+                ix.write(struct.pack("<B", _MEGATRON_CODE[self.dt.str]))
                 ix.write(struct.pack("<Q", len(lengths)))
                 ix.write(struct.pack("<Q", len(lengths) + 1))
                 ix.write(lengths.astype("<i4").tobytes())
@@ -325,16 +327,24 @@ class _Shard:
 @dataclass
 class _Batch:
     texts: List[str]
-    text_bytes: np.ndarray            # UTF-8 size of each document
-    ends: List[Tuple[int, int]]       # (file index, documents read from it) after each document
+    # (first document of the batch, file index, documents of that file before it), one entry
+    # per input file the batch's documents come from
+    segments: List[Tuple[int, int, int]]
+
+    def end_after(self, j: int) -> List[int]:
+        """[file index, documents read from that file] once document ``j`` of the batch is done."""
+        for first, fi, before in reversed(self.segments):
+            if first <= j:
+                return [fi, before + j - first + 1]
+        raise AssertionError(j)  # pragma: no cover
 
 
 @dataclass
 class _Encoded:
     tokens: np.ndarray                # all documents' tokens, bos/eos included, in the shard dtype
     lengths: np.ndarray               # tokens per document (int64)
-    text_bytes: np.ndarray
-    ends: List[Tuple[int, int]]
+    text_bytes: np.ndarray            # UTF-8 bytes per document (int64)
+    batch: _Batch
 
 
 _DONE = object()
@@ -377,15 +387,12 @@ def _get(q: "queue.Queue[Any]", state: _State) -> Any:
             continue
 
 
-def _utf8_len(s: str) -> int:
-    return len(s) if s.isascii() else len(s.encode("utf-8", "surrogatepass"))
-
-
 class _Pipeline:
     def __init__(self, tok: Any, out: str, fmt: str, dt: np.dtype, eos: Optional[int],
                  bos: Optional[int], shard_size: int, num_threads: Optional[int],
                  manifest: Dict[str, Any], bar: Any):
         self.tok = tok
+        self.core = tok._core  # the flat encoder behind encode_batch(return_numpy=True)
         self.out = out
         self.fmt = fmt
         self.dt = dt
@@ -413,21 +420,22 @@ class _Pipeline:
                 if b is _DONE:
                     _put(self.to_write, _DONE, self.state)
                     return
-                ids, starts = self.tok.encode_batch(b.texts, return_numpy=True,
-                                                    num_threads=self.num_threads)
+                ids, starts, sizes = self.core.encode_batch_flat(b.texts, None, self.num_threads)
                 b.texts = []
-                _put(self.to_write, self._frame(ids, starts, b), self.state)
+                _put(self.to_write, self._frame(np.frombuffer(ids, dtype=np.uint32),
+                                                np.frombuffer(starts, dtype=np.int64),
+                                                np.frombuffer(sizes, dtype=np.int64), b), self.state)
         except _Stop:
             pass
         except BaseException as e:  # noqa: BLE001 - handed to the main thread
             self.state.fail(e)
 
-    def _frame(self, ids: np.ndarray, starts: np.ndarray, b: _Batch) -> _Encoded:
+    def _frame(self, ids: np.ndarray, starts: np.ndarray, sizes: np.ndarray, b: _Batch) -> _Encoded:
         n = len(starts) - 1
         lengths = np.diff(starts)
         extra = (self.bos is not None) + (self.eos is not None)
         if not extra:
-            return _Encoded(ids.astype(self.dt, copy=False), lengths, b.text_bytes, b.ends)
+            return _Encoded(ids.astype(self.dt, copy=False), lengths, sizes, b)
         new_starts = starts + extra * np.arange(n + 1, dtype=np.int64)
         out = np.empty(len(ids) + extra * n, dtype=self.dt)
         mask = np.ones(len(out), dtype=bool)
@@ -438,7 +446,7 @@ class _Pipeline:
             mask[new_starts[1:] - 1] = False
             out[new_starts[1:] - 1] = self.eos
         out[mask] = ids
-        return _Encoded(out, lengths + extra, b.text_bytes, b.ends)
+        return _Encoded(out, lengths + extra, sizes, b)
 
     # writer thread: documents into shards, shards to disk, the manifest after each shard
     def _write_loop(self) -> None:
@@ -490,7 +498,7 @@ class _Pipeline:
                                       f"{int(e.lengths[k]):,} tokens, more than an llm.c shard "
                                       "can hold (2**31 - 1)")
             sh.add(e.tokens[tcum[k]:tcum[j]], e.lengths[k:j], int(e.text_bytes[k:j].sum()))
-            sh.input_end = list(e.ends[j - 1])
+            sh.input_end = e.batch.end_after(j - 1)
             self._count(int(tcum[j] - tcum[k]), j - k, int(e.text_bytes[k:j].sum()))
             k = j
 
@@ -540,6 +548,8 @@ class _Pipeline:
 
     def _show(self) -> None:
         if self.bar is not None:
+            if self.bar.bar.total is None:  # documents given in memory: count their text
+                self.bar.advance(self.text_done - self.bar.pos)
             self.bar.postfix_now(self.docs_done, self.tokens_done, self.text_done)
 
 
@@ -576,53 +586,46 @@ def _check_paths(paths: List[str]) -> List[Dict[str, Any]]:
     return out
 
 
-def _documents(paths: Optional[List[str]], docs: Optional[Iterable[str]], field_name: str,
-               start: Tuple[int, int], bar: Any) -> Iterator[Tuple[str, int, int]]:
-    """(document, file index, documents read from that file) from ``start`` on."""
+def _read_batches(paths: Optional[List[str]], docs: Optional[Iterable[str]], field_name: str,
+                  start: Tuple[int, int], batch_chars: int, bar: Any) -> Iterator[_Batch]:
+    """The documents from ``start`` (file index, documents of that file already done) on, in
+    batches of about ``batch_chars`` characters; one loop, as little work per document as
+    possible (this thread's time is taken from the encoders on a machine with few cores)."""
     f0, skip = start
     if paths is None:
         assert docs is not None
-        k = 0
-        for d in docs:
-            if not isinstance(d, str):
-                raise TypeError(f"document {k} is {type(d).__name__}, expected str")
-            k += 1
-            if k > skip:
-                yield d, 0, k
-        return
-    for fi, p in enumerate(paths):
-        if fi < f0:
-            continue
-        hook = bar.file_hook(fi) if bar is not None else None
-        k = 0
-        for d in iter_file(p, field_name, hook):
-            k += 1
-            if fi == f0 and k <= skip:
-                continue
-            yield d, fi, k
-
-
-def _batches(docs: Iterator[Tuple[str, int, int]], batch_chars: int,
-             bar: Any = None) -> Iterator[_Batch]:
-    """Documents in batches of about ``batch_chars`` characters; ``bar`` (documents given in
-    memory) advances by their UTF-8 size."""
+        sources: Iterable[Tuple[int, Iterable[str]]] = [(0, docs)]
+    else:
+        sources = ((fi, iter_file(p, field_name, bar.file_hook(fi) if bar is not None else None))
+                   for fi, p in enumerate(paths) if fi >= f0)
     texts: List[str] = []
-    sizes: List[int] = []
-    ends: List[Tuple[int, int]] = []
+    segments: List[Tuple[int, int, int]] = []
     chars = 0
-    for d, fi, k in docs:
-        texts.append(d)
-        n = _utf8_len(d)
-        sizes.append(n)
-        ends.append((fi, k))
-        chars += len(d)
-        if bar is not None:
-            bar.advance(n)
-        if chars >= batch_chars:
-            yield _Batch(texts, np.array(sizes, dtype=np.int64), ends)
-            texts, sizes, ends, chars = [], [], [], 0
+    for fi, it in sources:
+        k = 0
+        if fi == f0 and skip:
+            for _ in it:  # documents already in finished shards: read past them
+                k += 1
+                if k == skip:
+                    break
+            if k < skip:
+                raise ShardsError(f"cannot resume: input {fi} now has {k} documents, fewer than "
+                                  f"the {skip} the manifest says were done")
+        segments.append((len(texts), fi, k))
+        for d in it:
+            if not isinstance(d, str):
+                raise TypeError(f"document {k + len(texts) - segments[-1][0]} is "
+                                f"{type(d).__name__}, expected str")
+            texts.append(d)
+            chars += len(d)
+            if chars >= batch_chars:
+                yield _Batch(texts, segments)
+                k += len(texts) - segments[-1][0]
+                texts, chars = [], 0
+                segments = [(0, fi, k)]
+        k += len(texts) - segments[-1][0]
     if texts:
-        yield _Batch(texts, np.array(sizes, dtype=np.int64), ends)
+        yield _Batch(texts, segments)
 
 
 # --- manifest -----------------------------------------------------------------------------------
@@ -836,8 +839,7 @@ def tokenize_corpus(tokenizer: Any, inputs: Any, output: PathLike, *, format: st
                      num_threads, manifest, bar)
     text_before = manifest["text_bytes"]
     try:
-        pipe.run(_batches(_documents(paths, docs, field, start, bar), batch_chars,
-                          bar if paths is None else None))
+        pipe.run(_read_batches(paths, docs, field, start, batch_chars, bar))
     finally:
         if bar is not None:
             bar.close()

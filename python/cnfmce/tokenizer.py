@@ -297,8 +297,8 @@ class Tokenizer:
             raise ValueError("num_threads must be a positive int or None")
         if return_numpy:
             import numpy as np
-            ids, starts = self._core.encode_batch_flat(texts, self._matcher(allowed_special),
-                                                       num_threads)
+            ids, starts, _ = self._core.encode_batch_flat(texts, self._matcher(allowed_special),
+                                                          num_threads)
             return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(starts, dtype=np.int64)
         return self._core.encode_batch(texts, self._matcher(allowed_special), num_threads)
 

@@ -259,7 +259,7 @@ section.panel { background: #fff; border: 1px solid #ddd; border-radius: 6px; pa
 section.panel h2 { font-size: 1rem; margin: 0; word-break: break-all; }
 section.panel p.stats { margin: .15rem 0 .5rem 0; color: #555; font-size: .85rem; }
 div.text { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: .95rem;
-  line-height: 1.75; white-space: pre-wrap; word-break: break-all; }
+  line-height: 1.75; white-space: pre-wrap; overflow-wrap: anywhere; }
 span.t { position: relative; border-radius: 3px; padding: 1px 0; }
 span.c0 { background: #cfe3ff; } span.c1 { background: #ffe1c2; }
 span.c2 { background: #cff5d5; } span.c3 { background: #ffd1e6; }

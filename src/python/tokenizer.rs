@@ -80,21 +80,22 @@ impl PyCoreTokenizer {
         Ok((self.ints.list(py, &ids)?, super::offsets::spans(py, &self.ints, &offs)?))
     }
 
-    /// The ids of each text, encoded in parallel (longest first) with the GIL released; the
-    /// UTF-8 of each str is read in the workers.
+    /// The ids of each text and its UTF-8 size, encoded in parallel (longest first) with the
+    /// GIL released; the UTF-8 of each str is made in the workers.
     fn encode_strs(
         &self,
         py: Python<'_>,
         texts: &[Bound<'_, PyString>],
         allowed: Option<&Bound<'_, PySpecialMatcher>>,
         num_threads: Option<usize>,
-    ) -> PyResult<Vec<Vec<u32>>> {
+    ) -> PyResult<(Vec<Vec<u32>>, Vec<usize>)> {
         let m = allowed.map(|a| &a.get().inner);
-        self.map_strs(py, texts, num_threads, |tok, bytes, scratch| {
+        let all = self.map_strs(py, texts, num_threads, |tok, bytes, scratch| {
             let mut out = Vec::with_capacity(bytes.len() / 4 + 1);
             tok.encode_into(bytes, m, scratch, &mut out);
-            out
-        })
+            (out, bytes.len())
+        })?;
+        Ok(all.into_iter().unzip())
     }
 
     /// `f(tokenizer, utf8, scratch)` for each text, in parallel (longest first) with the GIL
@@ -282,14 +283,14 @@ impl PyCoreTokenizer {
         allowed: Option<&Bound<'_, PySpecialMatcher>>,
         num_threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let all = self.encode_strs(py, &texts, allowed, num_threads)?;
+        let (all, _) = self.encode_strs(py, &texts, allowed, num_threads)?;
         self.ints.lists(py, &all)
     }
 
-    /// `encode_batch` with the ids of all texts in one flat buffer: (ids, starts) as two
-    /// bytearrays of native-endian u32 ids and i64 document starts (len(texts) + 1 of them;
-    /// text k's ids are ids[starts[k]..starts[k + 1]]). No Python int is made per token; the
-    /// Python side wraps both with numpy.frombuffer (no copy).
+    /// `encode_batch` with the ids of all texts in one flat buffer: (ids, starts, sizes) as
+    /// bytearrays of native-endian u32 ids, i64 document starts (len(texts) + 1 of them; text
+    /// k's ids are ids[starts[k]..starts[k + 1]]) and i64 UTF-8 sizes of the texts. No Python
+    /// int is made per token; the Python side wraps them with numpy.frombuffer (no copy).
     #[pyo3(signature = (texts, allowed=None, num_threads=None))]
     fn encode_batch_flat<'py>(
         &self,
@@ -297,8 +298,8 @@ impl PyCoreTokenizer {
         texts: Vec<Bound<'_, PyString>>,
         allowed: Option<&Bound<'_, PySpecialMatcher>>,
         num_threads: Option<usize>,
-    ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyByteArray>)> {
-        let all = self.encode_strs(py, &texts, allowed, num_threads)?;
+    ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyByteArray>, Bound<'py, PyByteArray>)> {
+        let (all, sizes) = self.encode_strs(py, &texts, allowed, num_threads)?;
         let total: usize = all.iter().map(Vec::len).sum();
         let ids = PyByteArray::new_with(py, total * 4, |buf| {
             let mut at = 0;
@@ -320,7 +321,13 @@ impl PyCoreTokenizer {
             }
             Ok(())
         })?;
-        Ok((ids, starts))
+        let sizes = PyByteArray::new_with(py, sizes.len() * 8, |buf| {
+            for (dst, &n) in buf.chunks_exact_mut(8).zip(&sizes) {
+                dst.copy_from_slice(&(n as i64).to_ne_bytes());
+            }
+            Ok(())
+        })?;
+        Ok((ids, starts, sizes))
     }
 
     #[pyo3(signature = (items, allowed=None, num_threads=None))]
