@@ -16,9 +16,9 @@ import sys as _sys
 
 from . import evaluation
 from ._core import __version__
+from .corpus import Documents
 from .errors import CnfmceError, CorpusError, TokenizerFileError, UnknownIdError
 from .evaluation import compare, evaluate
-from .shards import tokenize_corpus
 from .tokenizer import Tokenizer
 from .training import (DEFAULT_ROUNDS, Counts, count, load_counts, merge_counts, save_counts, train,
                        train_from_counts)
@@ -35,6 +35,7 @@ __all__ = [
     "load_counts",
     "merge_counts",
     "DEFAULT_ROUNDS",
+    "Documents",
     "evaluate",
     "compare",
     "evaluation",
@@ -47,3 +48,11 @@ __all__ = [
 # The module's former name, for `from cnfmce.evaluate import ...` and `import cnfmce.evaluate`
 # (which leaves the attribute cnfmce.evaluate the function, since the submodule is already loaded).
 _sys.modules.setdefault(__name__ + ".evaluate", evaluation)
+
+
+def __getattr__(name: str):
+    # Names whose modules need numpy are imported on first use: `import cnfmce` stays light.
+    if name == "tokenize_corpus":
+        from .shards import tokenize_corpus
+        return tokenize_corpus
+    raise AttributeError(f"module 'cnfmce' has no attribute {name!r}")

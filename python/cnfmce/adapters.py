@@ -415,20 +415,10 @@ def _vocab_dirs(vocab_dir: Optional[EncoderSpec]) -> List[Path]:
 
 
 def _file_kind(path: Path) -> str:
-    """``"tiktoken"``, ``"sentencepiece"``, ``"cnfmce"`` or ``"hf"`` for a tokenizer file."""
-    from .formats import read_bytes
-    low = path.name.lower()
-    if low.endswith((".tiktoken", ".tiktoken.gz")):
-        return "tiktoken"
-    if low.endswith(".model"):
-        return "sentencepiece"
-    data = read_bytes(path)
-    head = data[:4096]
-    if b'"format"' in head and b'"cnfmce"' in head:
-        return "cnfmce"
-    if b'"model"' in data:
-        return "hf"
-    return "cnfmce"  # Tokenizer.load gives the precise error
+    """``"tiktoken"``, ``"sentencepiece"``, ``"cnfmce"`` or ``"hf"`` for a tokenizer file
+    (:func:`cnfmce.formats.tokenizer_file_kind`)."""
+    from .formats import tokenizer_file_kind
+    return tokenizer_file_kind(path)
 
 
 def _strip_ext(name: str) -> str:

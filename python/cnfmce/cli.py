@@ -20,8 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
-from typing import List, Optional, Sequence
+import warnings
+from pathlib import Path
+from typing import Any, List, Optional, Sequence
 
 from . import __version__
 from .errors import CnfmceError
@@ -30,58 +33,95 @@ __all__ = ["main"]
 
 
 def _load_tokenizer(path: str):
+    """The tokenizer in ``path`` (a cnfmce file, a tiktoken file or a tokenizer.json), told apart
+    by :func:`cnfmce.formats.tokenizer_file_kind`."""
+    from .formats import tokenizer_file_kind
     from .tokenizer import Tokenizer
-    from .formats import read_bytes
-    low = path.lower()
-    if low.endswith(".tiktoken") or low.endswith(".tiktoken.gz"):
+    kind = tokenizer_file_kind(path)
+    if kind == "tiktoken":
         return Tokenizer.from_tiktoken(path)
-    head = read_bytes(path)[:4096]
-    if b'"format"' in head and b'"cnfmce"' in head:
-        return Tokenizer.load(path)
-    if b'"model"' in read_bytes(path):
+    if kind == "hf":
         return Tokenizer.from_hf(path)
+    if kind == "sentencepiece":
+        raise ValueError(f"{path}: a SentencePiece model has no byte vocabulary cnfmce can encode "
+                         "with (use a cnfmce, tiktoken or tokenizer.json file)")
     return Tokenizer.load(path)
 
 
+def _input_paths(inputs: Sequence[str]) -> List[Path]:
+    """The command line's inputs are always paths: each must be a readable corpus file with a
+    supported extension (checked before any work, one-line errors)."""
+    from .corpus import check_corpus_file
+    return [Path(check_corpus_file(Path(p))) for p in inputs]
+
+
 def _cmd_encode(args: argparse.Namespace) -> int:
-    from .corpus import iter_file
+    from .corpus import iter_file, iter_jsonl_stream
+    stdin = not args.inputs or args.inputs == ["-"]
+    if not os.path.exists(args.tokenizer):
+        raise FileNotFoundError(f"no such tokenizer file: {args.tokenizer}")
+    paths = [] if stdin else _input_paths(args.inputs)
     tok = _load_tokenizer(args.tokenizer)
     allowed = "all" if args.allow_special else frozenset()
     out = sys.stdout
-    if not args.inputs or args.inputs == ["-"]:
-        data = sys.stdin.buffer.read()
+    if stdin:
         if args.jsonl:
-            for line in data.splitlines():
-                if line.strip():
-                    doc = json.loads(line)["text"]
-                    out.write(json.dumps(tok.encode(doc, allowed_special=allowed)) + "\n")
+            for _, obj in iter_jsonl_stream(sys.stdin.buffer, "<stdin>"):
+                out.write(json.dumps(tok.encode(obj["text"], allowed_special=allowed)) + "\n")
         else:
+            data = sys.stdin.buffer.read()
             ids = tok.encode_bytes(data, allowed_special=allowed)
             out.write(json.dumps(ids) + "\n")
+        out.flush()
         return 0
     batch: List[str] = []
-    for path in args.inputs:
+    for path in paths:
         for doc in iter_file(path):
             batch.append(doc)
             if len(batch) >= 256:
-                for ids in tok.encode_batch(batch, allowed_special=allowed):
+                for ids in tok.encode_batch(batch, allowed_special=allowed, num_threads=args.threads):
                     out.write(json.dumps(ids) + "\n")
                 batch = []
-    for ids in tok.encode_batch(batch, allowed_special=allowed):
+    for ids in tok.encode_batch(batch, allowed_special=allowed, num_threads=args.threads):
         out.write(json.dumps(ids) + "\n")
+    out.flush()
     return 0
 
 
 def _size(s: str) -> int:
-    """Parses a byte size such as 8G, 512M, 1000000."""
+    """Parses a positive byte size such as 8G, 512M, 1000000."""
     units = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-    s = s.strip().lower().rstrip("b")
+    t = s.strip().lower().rstrip("b")
     try:
-        if s and s[-1] in units:
-            return int(float(s[:-1]) * units[s[-1]])
-        return int(s)
-    except ValueError:
+        if t and t[-1] in units:
+            v = int(float(t[:-1]) * units[t[-1]])
+        else:
+            v = int(t)
+    except (ValueError, OverflowError):
         raise argparse.ArgumentTypeError(f"not a size: {s!r} (e.g. 8G, 512M)") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive size, got {s!r}")
+    return v
+
+
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {s!r}")
+    return v
+
+
+def _penalty(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r} (e.g. 0.05, or inf)") from None
+    if v != v or v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (inf forbids partial crossings), got {s!r}")
+    return v + 0.0  # -0.0 -> 0.0
 
 
 def _rounds(s: str):
@@ -99,26 +139,34 @@ def _rounds(s: str):
 
 def _check_output(path: str) -> None:
     """Fails early when the output cannot be written (before hours of training)."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"the output is a directory: {path} (give a file name)")
     d = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(d):
         raise FileNotFoundError(f"the output directory does not exist: {d}")
     if not os.access(d, os.W_OK):
         raise PermissionError(f"cannot write to the output directory: {d}")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise PermissionError(f"cannot overwrite the output file: {path}")
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from .training import DEFAULT_ROUNDS, train, train_from_counts
     _check_output(args.output)
+    inputs = _input_paths(args.inputs)
+    if args.counts and not os.path.isfile(args.counts):
+        raise FileNotFoundError(f"no such counts file: {args.counts}" if not os.path.exists(args.counts)
+                                else f"the counts file is a directory: {args.counts}")
     opts = dict(algorithm=args.algorithm, boundary_penalty=args.boundary_penalty)
     if args.counts and (args.rounds is not None or args.memory_limit is not None):
         raise ValueError("--rounds and --memory-limit apply to counting; they cannot be combined "
                          "with --counts (the counts are already made)")
     if args.counts:
-        tok = train_from_counts(args.counts, args.inputs, vocab_size=args.vocab_size,
+        tok = train_from_counts(args.counts, inputs, vocab_size=args.vocab_size,
                                 special_tokens=args.special_token, num_threads=args.threads,
                                 progress=not args.quiet, raw_vocab_size=args.raw_vocab_size, **opts)
     else:
-        tok = train(args.inputs, vocab_size=args.vocab_size,
+        tok = train(inputs, vocab_size=args.vocab_size,
                     raw_vocab_size=5_000_000 if args.raw_vocab_size is None else args.raw_vocab_size,
                     rounds=args.rounds or DEFAULT_ROUNDS, special_tokens=args.special_token,
                     num_threads=args.threads, progress=not args.quiet,
@@ -132,7 +180,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_count(args: argparse.Namespace) -> int:
     from .training import DEFAULT_ROUNDS, count, save_counts
     _check_output(args.output)
-    counts = count(args.inputs,
+    counts = count(_input_paths(args.inputs),
                    raw_vocab_size=5_000_000 if args.raw_vocab_size is None else args.raw_vocab_size,
                    rounds=args.rounds or DEFAULT_ROUNDS, num_threads=args.threads,
                    progress=not args.quiet, memory_limit=args.memory_limit)
@@ -201,10 +249,11 @@ def _token_arg(v: Optional[str]):
 
 def _cmd_tokenize(args: argparse.Namespace) -> int:
     from .shards import MANIFEST, read_manifest, tokenize_corpus
+    _input_paths(args.inputs)  # before loading the tokenizer: a wrong path fails at once
     tok = _load_tokenizer(args.tokenizer)
     eos = None if args.no_eos else ("auto" if args.eos is None else _token_arg(args.eos))
     try:
-        m = tokenize_corpus(tok, args.inputs, args.output, format=args.format, eos=eos,
+        m = tokenize_corpus(tok, _input_paths(args.inputs), args.output, format=args.format, eos=eos,
                             bos=_token_arg(args.bos), field=args.field, shard_size=args.shard_size,
                             num_threads=args.threads, resume=args.resume, dtype=args.dtype,
                             progress=not args.quiet)
@@ -268,7 +317,7 @@ def _add_viewer_parsers(sub) -> None:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--threads", type=int, default=None, metavar="T", help="worker threads (default: all cores)")
+    p.add_argument("--threads", type=_positive_int, default=None, metavar="T", help="worker threads (default: all cores)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -284,26 +333,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help=".txt / .jsonl / .jsonl.gz / .jsonl.zst / .parquet; none or '-': stdin")
     e.add_argument("--jsonl", action="store_true", help="stdin holds JSON lines with a \"text\" field")
     e.add_argument("--allow-special", action="store_true", help="match special tokens in the text")
+    e.add_argument("--threads", type=_positive_int, default=None, metavar="T",
+                   help="worker threads (default: all cores)")
     e.set_defaults(func=_cmd_encode)
 
     inputs_help = ".txt (one document per file), .jsonl / .jsonl.gz / .jsonl.zst (field \"text\"), .parquet"
     t = sub.add_parser("train", help="train a CNF vocabulary (counting and filtering)")
     t.add_argument("-o", "--output", required=True, help="tokenizer file to write (.json or .json.gz)")
-    t.add_argument("--vocab-size", type=int, required=True, metavar="N", help="ids in the result, bytes and specials included")
-    t.add_argument("--raw-vocab-size", type=int, default=None, metavar="M", help="candidates kept by counting (default 5,000,000)")
+    t.add_argument("--vocab-size", type=_positive_int, required=True, metavar="N", help="ids in the result, bytes and specials included")
+    t.add_argument("--raw-vocab-size", type=_positive_int, default=None, metavar="M", help="candidates kept by counting (default 5,000,000)")
     t.add_argument("--counts", default=None, help="skip counting: use this counts file (from `cnfmce count`)")
     t.add_argument("--special-token", action="append", default=[], metavar="S", help="a special token (repeatable); gets the last ids")
     t.add_argument("--memory-limit", type=_size, default=None, metavar="SIZE", help="memory bound for counting, e.g. 8G (default: a sixth of the RAM, at least 1G)")
     t.add_argument("--rounds", type=_rounds, default=None, help="counting rounds, e.g. 1-12:0,13-21:80,22-30:80")
     t.add_argument("--algorithm", choices=["mce", "fmm"], default="mce", help="encoding algorithm saved with the tokenizer")
-    t.add_argument("--boundary-penalty", type=float, default=0.05, metavar="LAMBDA", help="λ (default 0.05)")
+    t.add_argument("--boundary-penalty", type=_penalty, default=0.05, metavar="LAMBDA", help="λ (default 0.05)")
     t.add_argument("inputs", nargs="+", metavar="INPUT", help=inputs_help)
     _add_common(t)
     t.set_defaults(func=_cmd_train)
 
     c = sub.add_parser("count", help="the counting phase only: write a counts file")
     c.add_argument("-o", "--output", required=True, help="counts file to write (.tsv or .tsv.gz)")
-    c.add_argument("--raw-vocab-size", type=int, default=None, metavar="M", help="candidates to keep (default 5,000,000)")
+    c.add_argument("--raw-vocab-size", type=_positive_int, default=None, metavar="M", help="candidates to keep (default 5,000,000)")
     c.add_argument("--memory-limit", type=_size, default=None, metavar="SIZE", help="memory bound, e.g. 8G (default: a sixth of the RAM, at least 1G)")
     c.add_argument("--rounds", type=_rounds, default=None, help="counting rounds, e.g. 1-12:0,13-21:80,22-30:80")
     c.add_argument("inputs", nargs="+", metavar="INPUT", help=inputs_help)
@@ -311,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=_cmd_count)
 
     d = sub.add_parser("demo", help="train on the bundled sample corpus and compare with BPE")
-    d.add_argument("--vocab-size", type=int, default=8192, metavar="N", help="vocabulary size (default 8192)")
+    d.add_argument("--vocab-size", type=_positive_int, default=8192, metavar="N", help="vocabulary size (default 8192)")
     d.add_argument("-o", "--output", default=None, help="also save the trained tokenizer here")
     _add_common(d)
     d.set_defaults(func=_cmd_demo)
@@ -323,26 +374,73 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# Options whose value may look like a negative number or size ("-5G"): argparse would take it
+# for an option; "--opt=-5G" reaches the option's type check, which gives a clear message.
+_VALUE_OPTIONS = ("--memory-limit", "--boundary-penalty", "--vocab-size", "--raw-vocab-size",
+                  "--threads", "--max-docs")
+_NEGATIVE = re.compile(r"-(\d|\.\d|inf)", re.IGNORECASE)
+
+
+def _join_negative_values(argv: Sequence[str]) -> List[str]:
+    out: List[str] = []
+    k = 0
+    argv = list(argv)
+    while k < len(argv):
+        a = argv[k]
+        if a == "--":
+            out.extend(argv[k:])
+            break
+        if a in _VALUE_OPTIONS and k + 1 < len(argv) and _NEGATIVE.match(argv[k + 1]):
+            out.append(f"{a}={argv[k + 1]}")
+            k += 2
+            continue
+        out.append(a)
+        k += 1
+    return out
+
+
+def _one_line_warning(message: Any, category: Any, filename: str, lineno: int,
+                      file: Any = None, line: Optional[str] = None) -> None:
+    """Warnings as one line (the default shows a source line that looks like a traceback)."""
+    try:
+        print(f"cnfmce: warning: {message}", file=file or sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe (``cnfmce encode ... | head``): point stdout at /dev/null so that the
+    interpreter's final flush does not print another error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_join_negative_values(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    old_showwarning = warnings.showwarning
+    warnings.showwarning = _one_line_warning
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("cnfmce: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (e.g. piped into head): stop quietly, as other filters do
+        _silence_stdout()
+        return 0
     except (CnfmceError, ValueError, TypeError, OSError) as e:
         print(f"cnfmce: error: {e}", file=sys.stderr)
         return 1
-    except BrokenPipeError:  # pragma: no cover - e.g. piped into head
-        try:
-            sys.stdout.close()
-        except OSError:
-            pass
-        return 0
+    finally:
+        warnings.showwarning = old_showwarning
 
 
 if __name__ == "__main__":

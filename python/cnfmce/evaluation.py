@@ -141,10 +141,22 @@ import re
 from typing import (Any, Dict, Hashable, Iterable, Iterator, List, Optional, Sequence, Tuple,
                     Union)
 
-import numpy as np
-
 from . import _core
 from .adapters import Encoder, as_encoder
+
+
+
+class _LazyNumpy:
+    """``np`` for this module, imported on first use: ``import cnfmce`` (and this module) does not
+    import numpy; evaluating does."""
+
+    def __getattr__(self, name: str) -> Any:
+        import numpy
+        globals()["np"] = numpy
+        return getattr(numpy, name)
+
+
+np: Any = _LazyNumpy()
 
 __all__ = [
     "DEFAULT_ALPHAS", "evaluate", "compare", "fairness_gini", "language_costs", "gini",

@@ -35,6 +35,7 @@ import gzip
 import json
 import math
 import os
+import re
 import zlib
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
@@ -43,6 +44,7 @@ from .errors import TokenizerFileError
 __all__ = [
     "FORMAT_NAME", "FORMAT_VERSION", "PACK_ABOVE", "PackedTokens", "read_bytes", "write_bytes_atomic", "parse_tiktoken",
     "parse_hf", "parse_native", "parse_native_bytes", "dump_native", "bytes_to_unicode",
+    "tokenizer_file_kind", "TOKENIZER_FILE_KINDS", "inflate_limit", "MAX_INFLATED_BYTES",
 ]
 
 FORMAT_NAME = "cnfmce"
@@ -51,8 +53,23 @@ PACK_ABOVE = 300_000
 MAX_ID = 2**32 - 1  # ids are u32 in the core; 2**32 - 1 is reserved
 
 
+#: The most a compressed tokenizer or counts file may inflate to (2 GiB; a 5M-entry
+#: vocabulary takes a few hundred MB) ...
+MAX_INFLATED_BYTES = 2 << 30
+#: ... and, past ``INFLATE_FREE_BYTES`` (64 MiB), at most ``MAX_INFLATE_RATIO`` (100) times its
+#: compressed size (tokenizer files compress 2-5x; a gzip bomb 1000x). Checked while streaming.
+MAX_INFLATE_RATIO = 100
+INFLATE_FREE_BYTES = 64 << 20
+
+
+def inflate_limit(compressed_size: int) -> int:
+    """How many bytes a compressed file of ``compressed_size`` bytes may inflate to."""
+    return min(MAX_INFLATED_BYTES, max(INFLATE_FREE_BYTES, MAX_INFLATE_RATIO * compressed_size))
+
+
 def read_bytes(path: "os.PathLike[str] | str") -> bytes:
-    """Reads a whole file, gunzipping ``.gz`` (or any gzip data); corrupt data raises
+    """Reads a whole file, gunzipping ``.gz`` (or any gzip data); corrupt data and data that
+    inflates past :func:`inflate_limit` (checked while streaming) raise
     :class:`TokenizerFileError`, a missing file ``FileNotFoundError``."""
     p = os.fspath(path)
     if not os.path.exists(p):
@@ -60,15 +77,33 @@ def read_bytes(path: "os.PathLike[str] | str") -> bytes:
     if os.path.isdir(p):
         raise TokenizerFileError(f"{p} is a directory, not a tokenizer file")
     with open(p, "rb") as fh:
-        data = fh.read()
-    if data[:2] == b"\x1f\x8b":
+        magic = fh.read(2)
+        if magic != b"\x1f\x8b":
+            if p.endswith(".gz"):
+                raise TokenizerFileError(f"{p}: named .gz but is not gzip data")
+            return magic + fh.read()
+        fh.seek(0)
+        limit = inflate_limit(os.fstat(fh.fileno()).st_size)
+        parts = []
+        total = 0
         try:
-            data = gzip.decompress(data)
+            with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+                while True:
+                    chunk = gz.read(min(1 << 24, limit + 1 - total))
+                    if not chunk:
+                        break
+                    total += len(chunk)
+                    if total > limit:
+                        raise TokenizerFileError(
+                            f"{p}: inflates to more than {limit:,} bytes (the limit for a "
+                            f"{os.fstat(fh.fileno()).st_size:,}-byte compressed file; see "
+                            "cnfmce.formats.inflate_limit): refusing to read it")
+                    parts.append(chunk)
         except (EOFError, OSError, zlib.error) as e:
+            if isinstance(e, TokenizerFileError):
+                raise
             raise TokenizerFileError(f"{p}: truncated or corrupt gzip data ({e})") from None
-    elif p.endswith(".gz"):
-        raise TokenizerFileError(f"{p}: named .gz but is not gzip data")
-    return data
+    return b"".join(parts)
 
 
 def write_bytes_atomic(path: "os.PathLike[str] | str", data: bytes) -> None:
@@ -95,8 +130,26 @@ def _load_json(data: bytes, p: str) -> Any:
         return json.loads(data)
     except UnicodeDecodeError:
         raise TokenizerFileError(f"{p}: not UTF-8 JSON") from None
+    except RecursionError:
+        raise TokenizerFileError(f"{p}: JSON nested too deeply") from None
     except ValueError as e:
         raise TokenizerFileError(f"{p}: truncated or malformed JSON ({e})") from None
+
+
+def _json_type(v: Any) -> str:
+    """The JSON name of ``v``'s type, for error messages."""
+    if v is None:
+        return "null"
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+            int: "a number", float: "a number"}.get(type(v), type(v).__name__)
+
+
+def _short_json(v: Any, n: int = 40) -> str:
+    """``v`` as short text for an error message (JSON values can be huge or deeply nested)."""
+    if isinstance(v, (dict, list)):
+        return _json_type(v)
+    r = repr(v)
+    return r if len(r) <= n else r[:n] + "..."
 
 
 # --- tiktoken -----------------------------------------------------------------------------------
@@ -163,6 +216,16 @@ def parse_hf(path: "os.PathLike[str] | str") -> Tuple[List[int], List[bytes], Di
     added = doc.get("added_tokens") or []
     if not isinstance(added, list):
         raise TokenizerFileError(f"{p}: \"added_tokens\" is not a list")
+    for k, a in enumerate(added):
+        if not isinstance(a, dict):
+            raise TokenizerFileError(f"{p}: added_tokens[{k}] is {_json_type(a)}, not an object")
+        if not isinstance(a.get("content"), str):
+            raise TokenizerFileError(f"{p}: added_tokens[{k}]: \"content\" must be a string, "
+                                     f"got {_json_type(a.get('content'))}")
+        i = a.get("id")
+        if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < MAX_ID:
+            raise TokenizerFileError(f"{p}: added_tokens[{k}]: \"id\" must be an int in "
+                                     f"[0, {MAX_ID}), got {_short_json(i)}")
     # Special added tokens may also be listed raw (not in the byte alphabet) in model.vocab, as in
     # DeepSeek's files: they are special tokens, not vocabulary entries.
     raw_specials = {(a.get("content"), a.get("id")) for a in added
@@ -171,7 +234,8 @@ def parse_hf(path: "os.PathLike[str] | str") -> Tuple[List[int], List[bytes], Di
     by_id: Dict[int, bytes] = {}
     for s, i in vocab.items():
         if not isinstance(s, str) or not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < MAX_ID:
-            raise TokenizerFileError(f"{p}: bad vocab entry {s!r}: {i!r}")
+            raise TokenizerFileError(f"{p}: model.vocab[{_short_json(s)}]: the id must be an int "
+                                     f"in [0, {MAX_ID}), got {_short_json(i)}")
         if (s, i) in raw_specials:
             continue
         try:
@@ -186,10 +250,6 @@ def parse_hf(path: "os.PathLike[str] | str") -> Tuple[List[int], List[bytes], Di
     specials: Dict[str, int] = {}
     present = {b: i for i, b in by_id.items()}
     for a in added:
-        if not isinstance(a, dict) or not isinstance(a.get("content"), str) or \
-                not isinstance(a.get("id"), int) or isinstance(a.get("id"), bool) or \
-                not 0 <= a["id"] < MAX_ID:
-            raise TokenizerFileError(f"{p}: bad added_tokens entry {a!r}")
         content, i = a["content"], a["id"]
         b = content.encode("utf-8")
         if a.get("special"):
@@ -302,3 +362,41 @@ def parse_native_bytes(data: bytes, p: str = "<bytes>"
         options["boundary_penalty"] = math.inf
     metadata = doc.get("metadata", {})
     return ids, tokens, specials, options, metadata if isinstance(metadata, dict) else {}
+
+
+# --- which kind of tokenizer file ---------------------------------------------------------------
+
+TOKENIZER_FILE_KINDS = ("cnfmce", "tiktoken", "hf", "sentencepiece")
+_NATIVE_RE = re.compile(rb'"format"\s*:\s*"cnfmce"')
+_HF_RE = re.compile(rb'"model"\s*:\s*\{')
+_TIKTOKEN_LINE_RE = re.compile(rb"\A\s*[A-Za-z0-9+/]+={0,2} \d+\s*(\n|\Z)")
+
+
+def tokenizer_file_kind(path: "os.PathLike[str] | str", data: Optional[bytes] = None) -> str:
+    """Which loader reads the tokenizer file ``path``: ``"tiktoken"`` (name ends in
+    ``.tiktoken`` / ``.tiktoken.gz``, or lines of ``<base64> <rank>``), ``"sentencepiece"``
+    (``.model``), ``"cnfmce"`` (a JSON object with ``"format": "cnfmce"`` anywhere in it, the
+    key order does not matter), ``"hf"`` (a JSON object with a ``"model"`` object). Raises
+    :class:`TokenizerFileError` for a file of none of these kinds, ``FileNotFoundError`` for a
+    missing one. ``data``: the file's (inflated) contents when already read. The command line
+    and :func:`cnfmce.adapters.load_encoder` both use this."""
+    p = os.fspath(path)
+    low = p.lower()
+    if low.endswith((".tiktoken", ".tiktoken.gz")):
+        return "tiktoken"
+    if low.endswith(".model"):
+        if not os.path.isfile(p):
+            raise FileNotFoundError(f"no such file: {p}")
+        return "sentencepiece"
+    if data is None:
+        data = read_bytes(p)
+    head = data[:64].lstrip()
+    if head.startswith(b"{"):
+        if _NATIVE_RE.search(data):
+            return "cnfmce"
+        if _HF_RE.search(data):
+            return "hf"
+    elif _TIKTOKEN_LINE_RE.match(data):
+        return "tiktoken"
+    raise TokenizerFileError(f"{p}: not a tokenizer file this package reads (a cnfmce file, a "
+                             "tiktoken file or a Hugging Face tokenizer.json)")

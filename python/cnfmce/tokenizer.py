@@ -7,7 +7,9 @@ maximum matching (FMM) on request. See ``SPEC.md`` section 2 for the exact defin
 from __future__ import annotations
 
 import math
+import numbers
 import os
+import re
 from typing import (TYPE_CHECKING, AbstractSet, Any, Collection, Dict, Iterable, List, Literal,
                     Mapping, Optional, Sequence, Tuple, Union, overload)
 
@@ -18,10 +20,36 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 from .errors import TokenizerFileError, UnknownIdError
 
-__all__ = ["Tokenizer", "AllowedSpecial"]
+__all__ = ["Tokenizer", "AllowedSpecial", "DisallowedSpecial", "useful_threads", "max_threads"]
 
 AllowedSpecial = Union[Literal["all"], AbstractSet[str], Collection[str]]
 SpecialTokens = Union[Mapping[str, int], Sequence[str], None]
+
+DisallowedSpecial = Union[Literal["all"], AbstractSet[str], Collection[str]]
+
+def max_threads() -> int:
+    """The most worker threads an encoding or training call starts: four times the CPUs this
+    process may use, at least 8 (more threads only add scheduling and memory); a larger
+    ``num_threads`` is lowered to it."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    return max(8, 4 * cpus)
+
+
+def useful_threads(num_threads: Any, items: Optional[int] = None) -> Optional[int]:
+    """Checks ``num_threads`` (None: all cores; else a positive int) and lowers it to what can
+    help: at most :func:`max_threads`, and at most ``items`` (the number of texts) when given."""
+    if num_threads is None:
+        return None
+    if isinstance(num_threads, bool) or not isinstance(num_threads, numbers.Integral) or num_threads < 1:
+        raise ValueError(f"num_threads must be a positive int or None, got {num_threads!r}")
+    n = min(int(num_threads), max_threads())
+    if items is not None:
+        n = min(n, max(1, items))
+    return n
+
 
 _DEFAULTS: Dict[str, Any] = {"algorithm": "mce", "boundary_penalty": 0.05, "token_preference": True}
 
@@ -29,14 +57,24 @@ _DEFAULTS: Dict[str, Any] = {"algorithm": "mce", "boundary_penalty": 0.05, "toke
 def _check_options(algorithm: Any, boundary_penalty: Any, token_preference: Any) -> Dict[str, Any]:
     if algorithm not in ("mce", "fmm"):
         raise ValueError(f'algorithm must be "mce" or "fmm", got {algorithm!r}')
-    if isinstance(boundary_penalty, bool) or not isinstance(boundary_penalty, (int, float)):
+    # any real number (int, float, numpy.float32, fractions.Fraction, ...), not bool
+    if isinstance(boundary_penalty, bool) or not isinstance(boundary_penalty, numbers.Real):
         raise TypeError(f"boundary_penalty must be a number, got {type(boundary_penalty).__name__}")
-    bp = float(boundary_penalty)
+    try:
+        bp = float(boundary_penalty) + 0.0  # + 0.0: -0.0 becomes 0.0
+    except OverflowError:
+        raise ValueError(f"boundary_penalty {_short_number(boundary_penalty)} is out of range: give a "
+                         "float (math.inf forbids partial crossings)") from None
     if math.isnan(bp) or bp < 0:
         raise ValueError(f"boundary_penalty must be >= 0 (math.inf forbids partial crossings), got {bp}")
     if not isinstance(token_preference, bool):
         raise TypeError(f"token_preference must be True or False, got {token_preference!r}")
     return {"algorithm": algorithm, "boundary_penalty": bp, "token_preference": token_preference}
+
+
+def _short_number(v: Any) -> str:
+    r = str(v)
+    return r if len(r) <= 30 else f"{r[:12]}...({len(r.lstrip('-'))} digits)"
 
 
 def _special_pairs(special_tokens: SpecialTokens, next_id: int) -> List[Tuple[bytes, int]]:
@@ -218,18 +256,22 @@ class Tokenizer:
 
     # --- encoding -----------------------------------------------------------------------------
 
-    def _matcher(self, allowed_special: AllowedSpecial) -> Any:
-        if allowed_special == "all":
-            key: Any = "all"
-        elif isinstance(allowed_special, str):
+    def _allowed_key(self, allowed_special: AllowedSpecial) -> Any:
+        """``"all"`` or a frozenset of special-token strings (checked)."""
+        if isinstance(allowed_special, str):
+            if allowed_special == "all":
+                return "all"
             raise ValueError('allowed_special must be "all" or a set of special-token strings')
-        else:
-            try:
-                key = frozenset(allowed_special)
-            except TypeError:
-                raise TypeError('allowed_special must be "all" or a set of strings') from None
-            if not key:
-                return None
+        try:
+            key = frozenset(allowed_special)
+        except TypeError:
+            raise TypeError('allowed_special must be "all" or a set of strings') from None
+        return key
+
+    def _matcher(self, allowed_special: AllowedSpecial) -> Any:
+        key = self._allowed_key(allowed_special)
+        if not key:
+            return None
         m = self._matchers.get(key)
         if m is None:
             if key == "all":
@@ -239,48 +281,114 @@ class Tokenizer:
             else:
                 unknown = [s for s in key if s not in self._specials]
                 if unknown:
-                    raise ValueError(f"not special tokens of this tokenizer: {sorted(map(repr, unknown))}")
+                    names = ", ".join(repr(u) for u in sorted(unknown, key=repr))
+                    raise ValueError(f"not special tokens of this tokenizer: {names}")
                 m = self._core.matcher([self._specials[s] for s in key])
             self._matchers[key] = m
         return m
 
-    def encode(self, text: str, *, allowed_special: AllowedSpecial = frozenset()) -> List[int]:
+    def _disallowed(self, allowed_special: AllowedSpecial, disallowed_special: DisallowedSpecial
+                    ) -> Optional[Tuple["re.Pattern[str]", "re.Pattern[bytes]"]]:
+        """The patterns (str, bytes) of the special-token texts that ``disallowed_special``
+        forbids, as tiktoken computes them (``"all"``: every special token not in
+        ``allowed_special``), or None when nothing is forbidden."""
+        if isinstance(disallowed_special, str):
+            if disallowed_special != "all":
+                raise ValueError('disallowed_special must be "all" or a collection of strings '
+                                 '(() encodes special-token text as ordinary text)')
+            allowed = self._allowed_key(allowed_special)
+            if allowed == "all" or not self._specials:
+                return None
+            forbidden = frozenset(self._specials) - allowed
+        else:
+            try:
+                forbidden = frozenset(disallowed_special)
+            except TypeError:
+                raise TypeError('disallowed_special must be "all" or a collection of strings, '
+                                f"got {type(disallowed_special).__name__}") from None
+            for t in forbidden:
+                if not isinstance(t, str) or not t:
+                    raise TypeError(f"disallowed_special holds {t!r}; expected non-empty strings")
+        if not forbidden:
+            return None
+        key = ("disallowed", forbidden)
+        pats = self._matchers.get(key)
+        if pats is None:
+            alts = sorted(forbidden, key=lambda t: (-len(t), t))  # longest first at a position
+            pats = (re.compile("|".join(map(re.escape, alts))),
+                    re.compile(b"|".join(re.escape(t.encode("utf-8", "surrogatepass")) for t in alts)))
+            self._matchers[key] = pats
+        return pats
+
+    @staticmethod
+    def _raise_disallowed(found: str, where: str) -> None:
+        raise ValueError(
+            f"{where} contains the special token {found!r}, which disallowed_special "
+            "forbids: pass it in allowed_special to encode it as that special token, or "
+            "disallowed_special=() to encode it as ordinary text")
+
+    def encode(self, text: str, *, allowed_special: AllowedSpecial = frozenset(),
+               disallowed_special: DisallowedSpecial = ()) -> List[int]:
         """Encodes ``text`` to token ids.
 
         Special tokens in the text are matched only when allowed (``"all"`` or a set of their
-        strings); otherwise their text is encoded like any other text.
+        strings); otherwise their text is encoded like any other text. ``disallowed_special``
+        works as in tiktoken, with a different default: ``"all"`` raises ``ValueError`` when the
+        text holds a special token's text that ``allowed_special`` does not allow, a set of
+        strings raises when one of them occurs, and ``()`` (the default here, SPEC section 1;
+        tiktoken's default is ``"all"``) never raises.
         """
         if not isinstance(text, str):
             raise TypeError(f"encode takes str, got {type(text).__name__} (use encode_bytes for bytes)")
-        return self._core.encode(text, self._matcher(allowed_special))
+        matcher = self._matcher(allowed_special)
+        pats = self._disallowed(allowed_special, disallowed_special) if disallowed_special else None
+        if pats is not None:
+            m = pats[0].search(text)
+            if m:
+                self._raise_disallowed(m.group(), "the text")
+        return self._core.encode(text, matcher)
 
     def encode_ordinary(self, text: str) -> List[int]:
         """Encodes ``text`` treating special-token text as ordinary text."""
         return self.encode(text)
 
     def encode_bytes(self, data: Union[bytes, bytearray, memoryview], *,
-                     allowed_special: AllowedSpecial = frozenset()) -> List[int]:
-        """Encodes arbitrary bytes (invalid UTF-8 included); ``decode_bytes`` gives them back."""
+                     allowed_special: AllowedSpecial = frozenset(),
+                     disallowed_special: DisallowedSpecial = ()) -> List[int]:
+        """Encodes arbitrary bytes (invalid UTF-8 included); ``decode_bytes`` gives them back.
+        ``allowed_special`` and ``disallowed_special`` as in :meth:`encode` (matched on the
+        special tokens' UTF-8 bytes)."""
         if isinstance(data, (bytearray, memoryview)):
             data = bytes(data)
         if not isinstance(data, bytes):
             raise TypeError(f"encode_bytes takes bytes, got {type(data).__name__}")
-        return self._core.encode_bytes(data, self._matcher(allowed_special))
+        matcher = self._matcher(allowed_special)
+        pats = self._disallowed(allowed_special, disallowed_special) if disallowed_special else None
+        if pats is not None:
+            m = pats[1].search(data)
+            if m:
+                self._raise_disallowed(m.group().decode("utf-8", "replace"), "the data")
+        return self._core.encode_bytes(data, matcher)
 
     @overload
     def encode_batch(self, texts: Sequence[str], *, allowed_special: AllowedSpecial = ...,
+                     disallowed_special: DisallowedSpecial = ...,
                      num_threads: Optional[int] = ..., return_numpy: Literal[False] = ...
                      ) -> List[List[int]]: ...
 
     @overload
     def encode_batch(self, texts: Sequence[str], *, allowed_special: AllowedSpecial = ...,
+                     disallowed_special: DisallowedSpecial = ...,
                      num_threads: Optional[int] = ..., return_numpy: Literal[True]
                      ) -> Tuple["np.ndarray", "np.ndarray"]: ...
 
     def encode_batch(self, texts: Sequence[str], *, allowed_special: AllowedSpecial = frozenset(),
+                     disallowed_special: DisallowedSpecial = (),
                      num_threads: Optional[int] = None, return_numpy: bool = False) -> Any:
         """Encodes many texts in parallel (all cores, or ``num_threads``); equal to ``encode`` on
-        each text.
+        each text. ``num_threads`` above what can help (:func:`useful_threads`: the number of
+        texts, and four times the CPUs) is lowered to it; ``allowed_special`` and
+        ``disallowed_special`` as in :meth:`encode`.
 
         With ``return_numpy=True`` the result is ``(ids, starts)``: one flat ``uint32`` numpy
         array of all ids and an ``int64`` array of ``len(texts) + 1`` starts, text ``k``'s ids
@@ -293,14 +401,19 @@ class Tokenizer:
         for k, t in enumerate(texts):
             if not isinstance(t, str):
                 raise TypeError(f"text {k} is {type(t).__name__}, expected str")
-        if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
-            raise ValueError("num_threads must be a positive int or None")
+        threads = useful_threads(num_threads, len(texts))
+        matcher = self._matcher(allowed_special)
+        pats = self._disallowed(allowed_special, disallowed_special) if disallowed_special else None
+        if pats is not None:
+            for k, t in enumerate(texts):
+                m = pats[0].search(t)
+                if m:
+                    self._raise_disallowed(m.group(), f"text {k}")
         if return_numpy:
             import numpy as np
-            ids, starts, _ = self._core.encode_batch_flat(texts, self._matcher(allowed_special),
-                                                          num_threads)
+            ids, starts, _ = self._core.encode_batch_flat(texts, matcher, threads)
             return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(starts, dtype=np.int64)
-        return self._core.encode_batch(texts, self._matcher(allowed_special), num_threads)
+        return self._core.encode_batch(texts, matcher, threads)
 
     def encode_bytes_batch(self, items: Sequence[bytes], *, num_threads: Optional[int] = None
                            ) -> List[List[int]]:
@@ -309,7 +422,7 @@ class Tokenizer:
         for k, t in enumerate(items):
             if not isinstance(t, bytes):
                 raise TypeError(f"item {k} is {type(t).__name__}, expected bytes")
-        return self._core.encode_bytes_batch(items, None, num_threads)
+        return self._core.encode_bytes_batch(items, None, useful_threads(num_threads, len(items)))
 
     def encode_with_offsets(self, text: str, *, allowed_special: AllowedSpecial = frozenset()
                             ) -> Tuple[List[int], List[Tuple[int, int]]]:
@@ -342,7 +455,8 @@ class Tokenizer:
                                   ) -> List[Tuple[List[int], List[Tuple[int, int]]]]:
         """:meth:`encode_with_offsets` of many texts in parallel: a list of ``(ids, offsets)``."""
         texts = self._check_texts(texts, num_threads)
-        return self._core.encode_batch_with_offsets(texts, self._matcher(allowed_special), num_threads)
+        return self._core.encode_batch_with_offsets(texts, self._matcher(allowed_special),
+                                                    useful_threads(num_threads, len(texts)))
 
     def encode_bytes_batch_with_offsets(self, items: Sequence[bytes], *,
                                         allowed_special: AllowedSpecial = frozenset(),
@@ -355,8 +469,7 @@ class Tokenizer:
         for k, t in enumerate(items):
             if not isinstance(t, bytes):
                 raise TypeError(f"item {k} is {type(t).__name__}, expected bytes")
-        if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
-            raise ValueError("num_threads must be a positive int or None")
+        num_threads = useful_threads(num_threads, len(items))
         return self._core.encode_bytes_batch_with_offsets(items, self._matcher(allowed_special),
                                                           num_threads)
 
@@ -368,9 +481,7 @@ class Tokenizer:
         for k, t in enumerate(texts):
             if not isinstance(t, str):
                 raise TypeError(f"text {k} is {type(t).__name__}, expected str")
-        if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
-                                        or num_threads < 1):
-            raise ValueError("num_threads must be a positive int or None")
+        useful_threads(num_threads)  # checks it
         return texts
 
     # --- decoding -----------------------------------------------------------------------------

@@ -13,22 +13,28 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import fcntl
 import json
 import math
 import os
+import re
 import resource
+import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from typing import (Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
                     Union)
 
 from . import _core
-from .corpus import Inputs, is_path_list, iter_documents
+from .corpus import Documents, Inputs, classify_inputs, describe_location, iter_documents_located
 from .errors import CorpusError, TokenizerFileError
 from .formats import read_bytes, write_bytes_atomic
-from .tokenizer import Tokenizer, _check_options
+from .tokenizer import Tokenizer, _check_options, useful_threads
 
 __all__ = ["DEFAULT_ROUNDS", "Counts", "count", "train", "train_from_counts", "save_counts",
            "load_counts", "merge_counts", "default_memory_limit"]
@@ -94,68 +100,182 @@ def _check_positive(name: str, v: Any) -> int:
     return v
 
 
+def _check_vocab(vocab_size: Any, special_tokens: Any) -> Tuple[int, List[str]]:
+    """Checks ``vocab_size`` and ``special_tokens`` (before any work starts)."""
+    vocab_size = _check_positive("vocab_size", vocab_size)
+    if isinstance(special_tokens, (str, bytes)):
+        raise TypeError("special_tokens must be a sequence of strings, not a string")
+    try:
+        specials = list(special_tokens)
+    except TypeError:
+        raise TypeError("special_tokens must be a sequence of strings, got "
+                        f"{type(special_tokens).__name__}") from None
+    for s in specials:
+        if not isinstance(s, str) or not s:
+            raise ValueError(f"special tokens must be non-empty strings, got {s!r}")
+    if len(set(specials)) != len(specials):
+        raise ValueError("special_tokens has duplicates")
+    if vocab_size - len(specials) < 256:
+        raise ValueError(f"vocab_size {vocab_size} is too small: it must hold the 256 single bytes "
+                         f"plus {len(specials)} special tokens")
+    return vocab_size, specials
+
+
 def _check_threads(num_threads: Optional[int]) -> Optional[int]:
-    if num_threads is None:
-        return None
-    return _check_positive("num_threads", num_threads)
+    """None (all cores) or a positive int, lowered to :func:`cnfmce.tokenizer.max_threads`."""
+    return useful_threads(num_threads)
+
+
+# --- temporary files and signals ------------------------------------------------------------------
+
+WORK_DIR_PREFIX = "cnfmce-"
+_LOCK_NAME = ".cnfmce-lock"
+_WORK_DIR_RE = re.compile(r"cnfmce-(\d+)-[A-Za-z0-9_]+\Z")
+
+
+class _Terminated(BaseException):
+    """Raised by the SIGTERM handler installed while training runs (see :func:`_sigterm_cleans_up`)."""
+
+
+@contextlib.contextmanager
+def _sigterm_cleans_up() -> Iterator[None]:
+    """While the block runs, SIGTERM (``kill``, ``timeout``, Docker, Slurm, Kubernetes) unwinds
+    like Ctrl-C, so temporary files are removed, and then kills the process with SIGTERM as the
+    sender expects. Only in the main thread and only when the program has no SIGTERM handler of
+    its own; a signal that arrives while the core works is handled when that call returns (a
+    batch, or a merge of spilled runs)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    try:
+        old = signal.getsignal(signal.SIGTERM)
+    except (ValueError, OSError):  # pragma: no cover - no signals here
+        old = None
+    if old is not signal.SIG_DFL:
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise _Terminated()
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    except _Terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGTERM)  # dies here (default action)
+        raise SystemExit(128 + signal.SIGTERM)  # pragma: no cover - SIGTERM blocked by the caller
+    finally:
+        if signal.getsignal(signal.SIGTERM) is handler:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def remove_stale_work_dirs(base: Optional[str] = None) -> List[str]:
+    """Removes the temporary directories (``cnfmce-<pid>-*`` under ``base``, default the system's
+    temporary directory) left by training runs that were killed (SIGKILL, power loss, ...): a
+    directory is removed only when the lock its run held is free, i.e. no living process owns
+    it. Returns the removed paths. Called at the start of every training run."""
+    base = base or tempfile.gettempdir()
+    removed = []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return removed
+    for name in names:
+        if not _WORK_DIR_RE.match(name):
+            continue
+        d = os.path.join(base, name)
+        lock = os.path.join(d, _LOCK_NAME)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            continue  # not ours, or being created / removed right now
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue  # a running process holds it
+        try:
+            shutil.rmtree(d, ignore_errors=True)
+            if not os.path.exists(d):
+                removed.append(d)
+        finally:
+            os.close(fd)
+    return removed
+
+
+@contextlib.contextmanager
+def _work_dir(tmp_dir: Optional[str]) -> Iterator[str]:
+    """A private temporary directory ``cnfmce-<pid>-XXXX`` (under ``tmp_dir`` or the system's
+    temporary directory) for spooled inputs and spilled counting runs, locked for the run's
+    lifetime and removed at the end, on an exception, Ctrl-C or SIGTERM; stale ones of killed
+    runs are removed first (:func:`remove_stale_work_dirs`)."""
+    with _sigterm_cleans_up():
+        remove_stale_work_dirs(tmp_dir)
+        d = tempfile.mkdtemp(prefix=f"{WORK_DIR_PREFIX}{os.getpid()}-", dir=tmp_dir)
+        fd = -1
+        try:
+            # locked before it gets its name, so that no other run can find it unlocked
+            tmp_lock = os.path.join(d, _LOCK_NAME + ".new")
+            fd = os.open(tmp_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.rename(tmp_lock, os.path.join(d, _LOCK_NAME))
+            yield d
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+            if fd >= 0:
+                os.close(fd)
 
 
 class _Corpus:
     """A re-readable view of the training inputs: a list of documents, a list of paths, or a
-    one-shot iterable spooled to a temporary JSON-lines file on its first pass."""
+    one-shot iterable spooled to a temporary JSON-lines file on its first pass. Which one follows
+    the paths-or-documents rule of :mod:`cnfmce.corpus`; paths are checked here, before any work."""
 
     def __init__(self, inputs: Inputs, tmp_dir: str):
         self.total_bytes: Optional[int] = None
         self.documents: Optional[int] = None
         self._spool_path: Optional[str] = None
-        self._paths = None
-        self._docs = None
-        self._iter = None
-        if is_path_list(inputs):
-            self._paths = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-            for p in self._paths:
-                if not os.path.exists(os.fspath(p)):
-                    raise FileNotFoundError(f"no such file: {os.fspath(p)}")
-        elif isinstance(inputs, (str, bytes)):
-            raise TypeError("inputs must be an iterable of documents or a list of paths, not a "
-                            "single string (wrap one document in a list)")
-        elif isinstance(inputs, (list, tuple)):
-            self._docs = inputs
-        else:
-            try:
-                self._iter = iter(inputs)  # type: ignore[arg-type]
-            except TypeError:
-                raise TypeError(f"inputs must be an iterable of str or a list of paths, got "
-                                f"{type(inputs).__name__}") from None
+        kind, items = classify_inputs(inputs)
+        self._source: Any = Documents(items) if kind != "paths" else items
+        if kind == "iterable":
             self._spool_path = os.path.join(tmp_dir, "spool.jsonl")
 
     def batches(self, batch_bytes: int = BATCH_BYTES) -> Iterator[Tuple[List[str], int]]:
-        """Yields (documents, their UTF-8 size) in batches of about ``batch_bytes``."""
+        """Yields (documents, their UTF-8 size) in batches of about ``batch_bytes``; a document
+        that UTF-8 cannot hold (a lone surrogate) raises :class:`CorpusError` naming its file and
+        line, or its index."""
         first = self.total_bytes is None
         total = 0
         ndocs = 0
         spool = None
-        if self._iter is not None:
-            if first:
-                source: Iterable[str] = iter_documents(self._iter)
-                spool = open(self._spool_path, "w", encoding="utf-8")  # type: ignore[arg-type]
-            else:
-                source = iter_documents([self._spool_path])  # type: ignore[list-item]
-        elif self._paths is not None:
-            source = iter_documents(self._paths)
+        if self._spool_path is not None and not first:
+            source: Any = iter_documents_located([self._spool_path])
         else:
-            source = iter_documents(self._docs)  # type: ignore[arg-type]
+            source = iter_documents_located(self._source)
+            if self._spool_path is not None:
+                spool = open(self._spool_path, "w", encoding="utf-8")
         batch: List[str] = []
         size = 0
         try:
-            for doc in source:
+            for doc, path, n in source:
+                if doc.isascii():
+                    nb = len(doc)
+                else:
+                    try:
+                        nb = len(doc.encode("utf-8"))
+                    except UnicodeEncodeError as e:
+                        raise CorpusError(
+                            f"{describe_location(path, n)}: the text holds a lone surrogate "
+                            f"(U+{ord(doc[e.start]):04X} at character {e.start}), which UTF-8 "
+                            "cannot hold") from None
                 if spool is not None:
                     spool.write(json.dumps({"text": doc}, ensure_ascii=False))
                     spool.write("\n")
-                n = len(doc) if doc.isascii() else len(doc.encode("utf-8", "surrogatepass"))
                 batch.append(doc)
-                size += n
-                total += n
+                size += nb
+                total += nb
                 ndocs += 1
                 if size >= batch_bytes:
                     yield batch, size
@@ -221,11 +341,15 @@ def count(inputs: Inputs, raw_vocab_size: int = 5_000_000,
     and returns the ``raw_vocab_size`` most frequent (ties by bytes) as :class:`Counts`.
 
     ``inputs``: an iterable of ``str`` (one document each) or a list of paths (``.txt``,
-    ``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst``, ``.parquet``). ``memory_limit`` (bytes, default
+    ``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst``, ``.parquet``), told apart by the rule of
+    :mod:`cnfmce.corpus`: ``pathlib.Path`` items are paths; a ``str`` is a path when it names an
+    existing file, or has no whitespace and ends in a corpus extension (missing: an error); a list
+    mixing paths and documents raises ``ValueError``; iterators and ``cnfmce.Documents(...)`` are
+    always documents. ``memory_limit`` (bytes, default
     a sixth of the machine's memory, at least 1 GB) bounds the counting tables: beyond it they are spilled to sorted
     runs in ``tmp_dir`` and merged, so the counts stay exact.
     """
-    with tempfile.TemporaryDirectory(prefix="cnfmce-", dir=tmp_dir) as tmp:
+    with _work_dir(tmp_dir) as tmp:
         corpus = _Corpus(inputs, tmp)
         counter, info = _count(corpus, raw_vocab_size, rounds, num_threads, progress, memory_limit, tmp)
         toks, counts = counter.result()
@@ -316,6 +440,8 @@ def load_counts(path: "os.PathLike[str] | str") -> Counts:
             if lineno == 2:
                 try:
                     info = json.loads(line[1:].strip() or b"{}")
+                except RecursionError:
+                    raise TokenizerFileError(f"{p}:2: JSON header nested too deeply") from None
                 except ValueError:
                     raise TokenizerFileError(f"{p}:2: malformed JSON header") from None
             continue
@@ -329,7 +455,10 @@ def load_counts(path: "os.PathLike[str] | str") -> Counts:
             raise TokenizerFileError(f"{p}:{lineno}: bad base64 or count") from None
         if not tok or c < 0:
             raise TokenizerFileError(f"{p}:{lineno}: empty candidate or negative count")
-        out[tok] = out.get(tok, 0) + c
+        c += out.get(tok, 0)
+        if c >= 2**64:
+            raise TokenizerFileError(f"{p}:{lineno}: count {c} does not fit in 64 bits")
+        out[tok] = c
     out.info = info if isinstance(info, dict) else {}
     return out
 
@@ -374,7 +503,7 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
     (``counts``: a mapping bytes -> count, or the path of a counts file) and keeps the
     ``vocab_size - len(special_tokens)`` most used tokens, all 256 single bytes included, ids
     ordered by usage (ties by bytes); special tokens get the last ids."""
-    with tempfile.TemporaryDirectory(prefix="cnfmce-", dir=tmp_dir) as tmp:
+    with _work_dir(tmp_dir) as tmp:
         corpus = _Corpus(inputs, tmp)
         return _filter(counts, corpus, vocab_size, special_tokens, num_threads, progress,
                        raw_vocab_size, algorithm, boundary_penalty, token_preference, {})
@@ -386,19 +515,8 @@ def _filter(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str, Any], co
             boundary_penalty: float, token_preference: bool,
             meta: Dict[str, Any]) -> Tokenizer:
     opts = _check_options(algorithm, boundary_penalty, token_preference)
-    vocab_size = _check_positive("vocab_size", vocab_size)
-    if isinstance(special_tokens, str):
-        raise TypeError("special_tokens must be a sequence of strings, not a string")
-    specials = list(special_tokens)
-    for s in specials:
-        if not isinstance(s, str) or not s:
-            raise ValueError(f"special tokens must be non-empty strings, got {s!r}")
-    if len(set(specials)) != len(specials):
-        raise ValueError("special_tokens has duplicates")
+    vocab_size, specials = _check_vocab(vocab_size, special_tokens)
     k = vocab_size - len(specials)
-    if k < 256:
-        raise ValueError(f"vocab_size {vocab_size} is too small: it must hold the 256 single bytes "
-                         f"plus {len(specials)} special tokens")
     if raw_vocab_size is not None:
         _check_positive("raw_vocab_size", raw_vocab_size)
     if isinstance(counts, _core.Counter):  # from train(): hand the counts over inside the core
@@ -455,20 +573,16 @@ def train(inputs: Inputs, vocab_size: int = 250_000, raw_vocab_size: int = 5_000
           tmp_dir: Optional[str] = None) -> Tokenizer:
     """Trains a CNF vocabulary (SPEC section 4) and returns its :class:`Tokenizer`.
 
-    Equal to ``train_from_counts(count(inputs, ...), inputs, ...)``. The result has
+    ``inputs``: documents or paths, as for :func:`count` (the rule of :mod:`cnfmce.corpus`; wrap
+    strings that look like file names in ``cnfmce.Documents``). Equal to
+    ``train_from_counts(count(inputs, ...), inputs, ...)``. The result has
     ``vocab_size`` ids (byte tokens and special tokens included), ordered by usage in the
     filtering pass, special tokens last. The same inputs give the same vocabulary whatever
     ``num_threads`` and whatever the order of the documents.
     """
     opts = _check_options(algorithm, boundary_penalty, token_preference)
-    vocab_size = _check_positive("vocab_size", vocab_size)
-    if isinstance(special_tokens, str):
-        raise TypeError("special_tokens must be a sequence of strings, not a string")
-    special_tokens = list(special_tokens)
-    if vocab_size - len(special_tokens) < 256:
-        raise ValueError(f"vocab_size {vocab_size} is too small: it must hold the 256 single bytes "
-                         f"plus {len(special_tokens)} special tokens")
-    with tempfile.TemporaryDirectory(prefix="cnfmce-", dir=tmp_dir) as tmp:
+    vocab_size, special_tokens = _check_vocab(vocab_size, special_tokens)
+    with _work_dir(tmp_dir) as tmp:
         corpus = _Corpus(inputs, tmp)
         counter, info = _count(corpus, raw_vocab_size, rounds, num_threads, progress, memory_limit, tmp)
         return _filter(counter, corpus, vocab_size, special_tokens, num_threads, progress, None,
