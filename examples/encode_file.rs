@@ -44,7 +44,7 @@ fn main() {
     }
     units_only(&text);
     let t0 = Instant::now();
-    let tok = Tokenizer::new(entries, vec![], Options { algorithm: alg, ..Options::default() }).unwrap();
+    let tok = Tokenizer::new(entries, vec![], Options::default().with_algorithm(alg)).unwrap();
     eprintln!("built {} tokens in {:.2}s", tok.vocab().len(), t0.elapsed().as_secs_f64());
     let t0 = Instant::now();
     let mut n = 0;

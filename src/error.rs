@@ -7,11 +7,9 @@ pub enum Error {
     /// Bad argument or data (Python `ValueError`).
     Value(String),
     /// An id that is not in the vocabulary (Python `KeyError` / `cnfmce.UnknownIdError`).
-    UnknownId(i64),
+    UnknownId(u32),
     /// A file could not be read or written (Python `OSError`).
     Io(String),
-    /// The work was interrupted (Python `KeyboardInterrupt`).
-    Interrupted,
 }
 
 impl fmt::Display for Error {
@@ -19,7 +17,6 @@ impl fmt::Display for Error {
         match self {
             Error::Value(m) | Error::Io(m) => f.write_str(m),
             Error::UnknownId(id) => write!(f, "unknown token id {id}"),
-            Error::Interrupted => f.write_str("interrupted"),
         }
     }
 }

@@ -67,24 +67,38 @@ impl Filter {
 
     /// Encodes a batch of documents (parallel on the current rayon pool) and adds the usage.
     pub fn add(&mut self, docs: &[&[u8]]) {
-        let usage = &self.usage;
-        let enc = &self.encoder;
-        let tokens: u64 = docs
-            .par_iter()
-            .map_init(
-                || (Scratch::default(), Vec::new()),
-                |(scratch, out), doc| {
-                    out.clear();
-                    enc.encode_into(doc, scratch, out);
-                    for &id in out.iter() {
-                        usage[id as usize].fetch_add(1, Ordering::Relaxed);
-                    }
-                    out.len() as u64
-                },
-            )
-            .sum();
-        self.tokens += tokens;
+        self.tokens += count_usage(&self.encoder, docs, &self.usage);
         self.bytes += docs.iter().map(|d| d.len() as u64).sum::<u64>();
+    }
+
+    /// The usage of a block of documents alone (the filter's own totals are left as they are):
+    /// what each machine of a distributed run computes for its part of the corpus.
+    pub fn usage_of(&self, docs: &[&[u8]]) -> BlockUsage {
+        let usage: Vec<AtomicU64> = (0..self.usage.len()).map(|_| AtomicU64::new(0)).collect();
+        let tokens = count_usage(&self.encoder, docs, &usage);
+        BlockUsage {
+            usage: usage.into_iter().map(AtomicU64::into_inner).collect(),
+            tokens,
+            bytes: docs.iter().map(|d| d.len() as u64).sum(),
+        }
+    }
+
+    /// Adds the usage of blocks encoded elsewhere (by filters over the same raw vocabulary).
+    pub fn add_usage(&mut self, block: &BlockUsage) -> Result<(), Error> {
+        if block.usage.len() != self.usage.len() {
+            return Err(Error::Value(format!(
+                "the usage has {} entries but the raw vocabulary {} tokens",
+                block.usage.len(),
+                self.usage.len()
+            )));
+        }
+        for (u, &b) in self.usage.iter().zip(&block.usage) {
+            let sum = u.load(Ordering::Relaxed).checked_add(b).ok_or_else(overflow)?;
+            u.store(sum, Ordering::Relaxed);
+        }
+        self.tokens = self.tokens.checked_add(block.tokens).ok_or_else(overflow)?;
+        self.bytes = self.bytes.checked_add(block.bytes).ok_or_else(overflow)?;
+        Ok(())
     }
 
     /// Tokens produced and bytes encoded so far.
@@ -132,6 +146,82 @@ impl Filter {
     }
 }
 
+/// Encodes `docs` with `encoder` (parallel on the current rayon pool), adding one to `usage[id]`
+/// per token; returns the number of tokens.
+fn count_usage(encoder: &Encoder, docs: &[&[u8]], usage: &[AtomicU64]) -> u64 {
+    docs.par_iter()
+        .map_init(
+            || (Scratch::default(), Vec::new()),
+            |(scratch, out), doc| {
+                out.clear();
+                encoder.encode_into(doc, scratch, out);
+                for &id in out.iter() {
+                    usage[id as usize].fetch_add(1, Ordering::Relaxed);
+                }
+                out.len() as u64
+            },
+        )
+        .sum()
+}
+
+fn overflow() -> Error {
+    Error::Value("a usage count overflows u64".into())
+}
+
+/// The usage of the raw vocabulary in some documents: one u64 per raw id, with the tokens
+/// produced and the bytes encoded. Sums of blocks are exact, in any order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BlockUsage {
+    pub usage: Vec<u64>,
+    pub tokens: u64,
+    pub bytes: u64,
+}
+
+impl BlockUsage {
+    /// The sum of two blocks' usage over the same raw vocabulary (`BlockUsage::default()`, no
+    /// documents, is the neutral element).
+    pub fn merge(&self, other: &BlockUsage) -> Result<BlockUsage, Error> {
+        let nothing = |b: &BlockUsage| b.usage.is_empty() && b.tokens == 0 && b.bytes == 0;
+        if nothing(self) || nothing(other) {
+            return Ok(if nothing(self) { other.clone() } else { self.clone() });
+        }
+        if other.usage.len() != self.usage.len() {
+            return Err(Error::Value(format!(
+                "usage over raw vocabularies of different sizes ({} and {})",
+                self.usage.len(),
+                other.usage.len()
+            )));
+        }
+        let mut out = self.clone();
+        for (u, &b) in out.usage.iter_mut().zip(&other.usage) {
+            *u = u.checked_add(b).ok_or_else(overflow)?;
+        }
+        out.tokens = out.tokens.checked_add(other.tokens).ok_or_else(overflow)?;
+        out.bytes = out.bytes.checked_add(other.bytes).ok_or_else(overflow)?;
+        Ok(out)
+    }
+
+    /// Little-endian u64s: tokens, bytes, then the usage of every raw id.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 * (self.usage.len() + 2));
+        for v in [self.tokens, self.bytes].iter().chain(&self.usage) {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out
+    }
+
+    /// Reads what [`BlockUsage::to_bytes`] wrote.
+    pub fn from_bytes(data: &[u8]) -> Result<Self, Error> {
+        if data.len() % 8 != 0 || data.len() < 16 {
+            return Err(Error::Value("not cnfmce block usage: not a whole number of u64 counts".into()));
+        }
+        let mut v = data.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        let tokens = v.next().expect("length checked");
+        let bytes = v.next().expect("length checked");
+        Ok(BlockUsage { usage: v.collect(), tokens, bytes })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,6 +257,15 @@ mod tests {
         assert_eq!(usage[0], 2); // "the"
         assert_eq!(usage[1], 1); // " cat"
         assert_eq!(usage[2], 0); // "at": " cat" wins
+        // the usage of blocks, summed in another order, is the same
+        let parts: Vec<BlockUsage> = [&b"the"[..], b"the cat"].iter().map(|d| f.usage_of(&[d])).collect();
+        let sum = parts[0].merge(&BlockUsage::from_bytes(&parts[1].to_bytes()).unwrap()).unwrap();
+        assert_eq!(BlockUsage::default().merge(&sum).unwrap().usage, usage);
+        assert_eq!((sum.tokens, sum.bytes), f.totals());
+        let mut g = Filter::new(raw(&["the", " cat", "at", "zzz"]), Options::default()).unwrap();
+        g.add_usage(&sum).unwrap();
+        assert_eq!(g.select(258).unwrap(), f.select(258).unwrap());
+        assert!(g.add_usage(&BlockUsage { usage: vec![1], tokens: 1, bytes: 1 }).is_err());
         let sel = f.select(258).unwrap();
         assert_eq!(sel.len(), 258);
         assert_eq!(sel[0].token, b"the");

@@ -153,32 +153,7 @@ fn min_of_sums(a: &[f64], b: &[f64]) -> f64 {
     best
 }
 
-/// The segmentation algorithm.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Algorithm {
-    /// Min-cost encoding.
-    Mce,
-    /// Forward maximum matching: the longest token at each step, no unit rules.
-    Fmm,
-}
-
-/// Encoding options (saved with a tokenizer).
-#[derive(Clone, Copy, Debug)]
-pub struct Options {
-    pub algorithm: Algorithm,
-    /// λ: the penalty for a token that touches two units with an incomplete end. `f64::INFINITY`
-    /// forbids such tokens.
-    pub boundary_penalty: f64,
-    /// ε(t) on or off.
-    pub token_preference: bool,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options { algorithm: Algorithm::Mce, boundary_penalty: 0.05, token_preference: true }
-    }
-}
-
+pub use crate::options::{Algorithm, Options};
 pub use crate::vocab::token_preference;
 
 /// A vocabulary with its encoding options.

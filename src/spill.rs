@@ -2,7 +2,8 @@
 //! memory budget, and the k-way merge that sums them back into one sorted stream.
 //!
 //! Record format (little endian): `u16 length`, the candidate bytes, `u64 count`. Runs are
-//! sorted bytewise; equal candidates in different runs are summed by the merge.
+//! sorted bytewise; equal candidates in different runs are summed by the merge. The same records
+//! carry the partial counts of a block between machines (`BlockCounts::to_bytes`).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -11,6 +12,30 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
+
+/// Appends one record to `w`; returns its size in bytes.
+pub fn write_record(w: &mut impl Write, k: &[u8], c: u64) -> Result<u64, Error> {
+    let len = u16::try_from(k.len()).map_err(|_| Error::Value("candidate longer than 65535 bytes".into()))?;
+    w.write_all(&len.to_le_bytes())?;
+    w.write_all(k)?;
+    w.write_all(&c.to_le_bytes())?;
+    Ok(10 + k.len() as u64)
+}
+
+/// Reads one record from `r`: `Ok(None)` at a clean end, `Err(message)` when the input ends
+/// inside a record or cannot be read.
+pub fn read_record(r: &mut impl Read) -> Result<Option<(Vec<u8>, u64)>, String> {
+    let mut len = [0u8; 2];
+    match r.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    }
+    let mut k = vec![0u8; u16::from_le_bytes(len) as usize];
+    let mut c = [0u8; 8];
+    r.read_exact(&mut k).and_then(|_| r.read_exact(&mut c)).map_err(|e| format!("truncated record ({e})"))?;
+    Ok(Some((k, u64::from_le_bytes(c))))
+}
 
 /// Writes sorted `(bytes, count)` records to `path`.
 pub fn write_run<B: AsRef<[u8]>>(
@@ -21,12 +46,7 @@ pub fn write_run<B: AsRef<[u8]>>(
     let mut w = BufWriter::with_capacity(1 << 20, f);
     let mut written = 0u64;
     for (k, c) in records {
-        let k = k.as_ref();
-        let len = u16::try_from(k.len()).map_err(|_| Error::Value("candidate longer than 65535 bytes".into()))?;
-        w.write_all(&len.to_le_bytes())?;
-        w.write_all(k)?;
-        w.write_all(&c.to_le_bytes())?;
-        written += 10 + k.len() as u64;
+        written += write_record(&mut w, k.as_ref(), c)?;
     }
     w.flush()?;
     Ok(written)
@@ -39,19 +59,7 @@ struct RunReader {
 
 impl RunReader {
     fn next(&mut self) -> Result<Option<(Vec<u8>, u64)>, Error> {
-        let mut len = [0u8; 2];
-        match self.r.read_exact(&mut len) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-            Err(e) => return Err(Error::Io(format!("{}: {e}", self.path.display()))),
-        }
-        let mut k = vec![0u8; u16::from_le_bytes(len) as usize];
-        let mut c = [0u8; 8];
-        self.r
-            .read_exact(&mut k)
-            .and_then(|_| self.r.read_exact(&mut c))
-            .map_err(|e| Error::Io(format!("{}: truncated spill run ({e})", self.path.display())))?;
-        Ok(Some((k, u64::from_le_bytes(c))))
+        read_record(&mut self.r).map_err(|e| Error::Io(format!("{}: spill run: {e}", self.path.display())))
     }
 }
 

@@ -4,6 +4,8 @@
 //! Special tokens are not part of the MCE vocabulary. When allowed, they cut the text into
 //! pieces (leftmost-longest match among the allowed ones) and each piece is encoded on its own.
 
+use std::convert::Infallible;
+
 use daachorse::{DoubleArrayAhoCorasick, DoubleArrayAhoCorasickBuilder, MatchKind};
 use rustc_hash::FxHashMap;
 
@@ -42,6 +44,41 @@ pub fn par_map_largest_first<S, R: Send>(
     }
     // Every index was taken exactly once (the counter hands each out once).
     slots.into_iter().flatten().collect()
+}
+
+/// `f(bytes, scratch)` for every item of a batch on all threads of the current rayon pool,
+/// results in index order, longest items first (`sizes[i]`: about the length of item `i`; see
+/// [`par_map_largest_first`]). `text(i, buf)` gives the bytes of item `i` in the worker: `Some`
+/// (borrowed), or `None` after writing them into `buf` (the thread's buffer, for items that
+/// must be converted first), or an error; the first failing item in index order is returned with
+/// its index.
+pub(crate) fn map_texts<'a, R: Send, E: Send>(
+    sizes: &[usize],
+    text: impl Fn(usize, &mut Vec<u8>) -> Result<Option<&'a [u8]>, E> + Sync,
+    f: impl Fn(&[u8], &mut Scratch) -> R + Sync,
+) -> Result<Vec<R>, (usize, E)> {
+    par_map_largest_first(
+        sizes,
+        || (Scratch::default(), Vec::new()),
+        |(scratch, buf), i| {
+            let t = match text(i, buf).map_err(|e| (i, e))? {
+                Some(t) => t,
+                None => &buf[..],
+            };
+            Ok(f(t, scratch))
+        },
+    )
+    .into_iter()
+    .collect()
+}
+
+/// [`map_texts`] over byte slices.
+fn map_slices<T: AsRef<[u8]> + Sync, R: Send>(texts: &[T], f: impl Fn(&[u8], &mut Scratch) -> R + Sync) -> Vec<R> {
+    let sizes: Vec<usize> = texts.iter().map(|t| t.as_ref().len()).collect();
+    match map_texts(&sizes, |i, _| Ok::<_, Infallible>(Some(texts[i].as_ref())), f) {
+        Ok(all) => all,
+        Err((_, never)) => match never {},
+    }
 }
 
 /// What the positions of [`Tokenizer::offsets`] count.
@@ -93,18 +130,12 @@ pub struct Tokenizer {
 
 impl Tokenizer {
     /// `tokens`: the regular vocabulary as `(id, bytes)`; `specials`: `(bytes, id)` pairs whose ids
-    /// must not be regular ids.
+    /// must not be regular ids. `options` were checked when they were made.
     pub fn new(
         tokens: Vec<(u32, Vec<u8>)>,
         mut specials: Vec<(Vec<u8>, u32)>,
         options: Options,
     ) -> Result<Self, Error> {
-        if options.boundary_penalty.is_nan() || options.boundary_penalty < 0.0 {
-            return Err(Error::Value(format!(
-                "boundary_penalty must be a number >= 0 (or infinity to forbid partial crossings), got {}",
-                options.boundary_penalty
-            )));
-        }
         let vocab = Vocab::new(tokens)?;
         specials.sort_by_key(|s| s.1);
         let mut special_index = FxHashMap::default();
@@ -212,6 +243,13 @@ impl Tokenizer {
         out
     }
 
+    /// Encodes `text` into a new vector with the given scratch buffers.
+    pub(crate) fn encode_with_scratch(&self, text: &[u8], allowed: Option<&SpecialMatcher>, scratch: &mut Scratch) -> Vec<u32> {
+        let mut out = Vec::with_capacity(text.len() / 4 + 1);
+        self.encode_into(text, allowed, scratch, &mut out);
+        out
+    }
+
     /// Encodes every text in parallel (rayon, longest texts first); the result equals `encode`
     /// on each.
     pub fn encode_batch<T: AsRef<[u8]> + Sync>(
@@ -219,13 +257,7 @@ impl Tokenizer {
         texts: &[T],
         allowed: Option<&SpecialMatcher>,
     ) -> Vec<Vec<u32>> {
-        let sizes: Vec<usize> = texts.iter().map(|t| t.as_ref().len()).collect();
-        par_map_largest_first(&sizes, Scratch::default, |scratch, i| {
-            let t = texts[i].as_ref();
-            let mut out = Vec::with_capacity(t.len() / 3 + 1);
-            self.encode_into(t, allowed, scratch, &mut out);
-            out
-        })
+        map_slices(texts, |t, scratch| self.encode_with_scratch(t, allowed, scratch))
     }
 
     /// Spans of the tokens `ids` in `text`, which they must tile (as `encode` of `text` does):
@@ -240,7 +272,7 @@ impl Tokenizer {
         // Characters that start in text[..pos].
         let mut chars = 0usize;
         for &id in ids {
-            let len = self.id_bytes(id).ok_or(Error::UnknownId(id as i64))?.len();
+            let len = self.id_bytes(id).ok_or(Error::UnknownId(id))?.len();
             let end = pos + len;
             if end > text.len() {
                 return Err(Error::Value(format!(
@@ -287,11 +319,8 @@ impl Tokenizer {
         allowed: Option<&SpecialMatcher>,
         unit: OffsetUnit,
     ) -> Vec<(Vec<u32>, Vec<(usize, usize)>)> {
-        let sizes: Vec<usize> = texts.iter().map(|t| t.as_ref().len()).collect();
-        par_map_largest_first(&sizes, Scratch::default, |scratch, i| {
-            let t = texts[i].as_ref();
-            let mut ids = Vec::with_capacity(t.len() / 3 + 1);
-            self.encode_into(t, allowed, scratch, &mut ids);
+        map_slices(texts, |t, scratch| {
+            let ids = self.encode_with_scratch(t, allowed, scratch);
             let offsets = self.offsets(t, &ids, unit).expect("encode tiles its text");
             (ids, offsets)
         })
@@ -304,12 +333,12 @@ impl Tokenizer {
             .or_else(|| self.special_index.get(&id).map(|&k| self.specials[k].0.as_slice()))
     }
 
-    /// Concatenated bytes of `ids`.
-    pub fn decode(&self, ids: &[i64]) -> Result<Vec<u8>, Error> {
+    /// Concatenated bytes of `ids`; [`Error::UnknownId`] names the first id that is neither a
+    /// regular nor a special token.
+    pub fn decode(&self, ids: &[u32]) -> Result<Vec<u8>, Error> {
         let mut out = Vec::with_capacity(ids.len() * 4);
         for &id in ids {
-            let b = u32::try_from(id).ok().and_then(|i| self.id_bytes(i)).ok_or(Error::UnknownId(id))?;
-            out.extend_from_slice(b);
+            out.extend_from_slice(self.id_bytes(id).ok_or(Error::UnknownId(id))?);
         }
         Ok(out)
     }
@@ -340,7 +369,7 @@ mod tests {
         let text = b"hello<|end|>hello<|end|>x";
         let plain = t.encode(text, None);
         assert!(!plain.contains(&300));
-        assert_eq!(t.decode(&plain.iter().map(|&i| i as i64).collect::<Vec<_>>()).unwrap(), text);
+        assert_eq!(t.decode(&plain).unwrap(), text);
         let all = t.matcher(None).unwrap();
         assert_eq!(t.encode(text, Some(&all)), vec![257, 300, 257, 301]);
         let only = t.matcher(Some(&[300])).unwrap();
@@ -352,7 +381,7 @@ mod tests {
     fn decode_errors_and_batch() {
         let t = tok();
         assert_eq!(t.decode(&[999]), Err(Error::UnknownId(999)));
-        assert_eq!(t.decode(&[-1]), Err(Error::UnknownId(-1)));
+        assert_eq!(t.decode(&[u32::MAX]), Err(Error::UnknownId(u32::MAX)));
         assert_eq!(t.decode(&[300]).unwrap(), b"<|end|>");
         let texts = vec!["hello world".to_string(), String::new(), "<|end|>".to_string()];
         let b = t.encode_batch(&texts, None);
@@ -410,16 +439,16 @@ mod tests {
     }
 
     #[test]
-    fn rejects_bad_specials_and_penalty() {
+    fn rejects_bad_specials() {
         let base: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
         assert!(Tokenizer::new(base.clone(), vec![(b"x".to_vec(), 5)], Options::default()).is_err());
+        assert!(Tokenizer::new(base.clone(), vec![(b"".to_vec(), 500)], Options::default()).is_err());
         assert!(Tokenizer::new(
             base.clone(),
             vec![(b"x".to_vec(), 500), (b"x".to_vec(), 501)],
             Options::default()
         )
         .is_err());
-        let o = Options { boundary_penalty: -1.0, ..Options::default() };
-        assert!(Tokenizer::new(base, vec![], o).is_err());
+        assert!(Tokenizer::new(base, vec![(b"x".to_vec(), 500), (b"y".to_vec(), 500)], Options::default()).is_err());
     }
 }

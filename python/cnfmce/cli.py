@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
 from . import __version__
+from ._core import DEFAULT_BOUNDARY_PENALTY
 from .errors import CnfmceError
 
 __all__ = ["main"]
@@ -166,8 +167,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                                 special_tokens=args.special_token, num_threads=args.threads,
                                 progress=not args.quiet, raw_vocab_size=args.raw_vocab_size, **opts)
     else:
-        tok = train(inputs, vocab_size=args.vocab_size,
-                    raw_vocab_size=5_000_000 if args.raw_vocab_size is None else args.raw_vocab_size,
+        tok = train(inputs, vocab_size=args.vocab_size, raw_vocab_size=args.raw_vocab_size,
                     rounds=args.rounds or DEFAULT_ROUNDS, special_tokens=args.special_token,
                     num_threads=args.threads, progress=not args.quiet,
                     memory_limit=args.memory_limit, **opts)
@@ -180,8 +180,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_count(args: argparse.Namespace) -> int:
     from .training import DEFAULT_ROUNDS, count, save_counts
     _check_output(args.output)
+    from . import _core
     counts = count(_input_paths(args.inputs),
-                   raw_vocab_size=5_000_000 if args.raw_vocab_size is None else args.raw_vocab_size,
+                   raw_vocab_size=(_core.DEFAULT_COUNT_RAW_VOCAB_SIZE if args.raw_vocab_size is None
+                                   else args.raw_vocab_size),
                    rounds=args.rounds or DEFAULT_ROUNDS, num_threads=args.threads,
                    progress=not args.quiet, memory_limit=args.memory_limit)
     save_counts(counts, args.output)
@@ -341,13 +343,14 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train a CNF vocabulary (counting and filtering)")
     t.add_argument("-o", "--output", required=True, help="tokenizer file to write (.json or .json.gz)")
     t.add_argument("--vocab-size", type=_positive_int, required=True, metavar="N", help="ids in the result, bytes and specials included")
-    t.add_argument("--raw-vocab-size", type=_positive_int, default=None, metavar="M", help="candidates kept by counting (default 5,000,000)")
+    t.add_argument("--raw-vocab-size", type=_positive_int, default=None, metavar="M", help="candidates kept by counting (default: a multiple of --vocab-size, see docs/spec.md; with --counts: all)")
     t.add_argument("--counts", default=None, help="skip counting: use this counts file (from `cnfmce count`)")
     t.add_argument("--special-token", action="append", default=[], metavar="S", help="a special token (repeatable); gets the last ids")
     t.add_argument("--memory-limit", type=_size, default=None, metavar="SIZE", help="memory bound for counting, e.g. 8G (default: a sixth of the RAM, at least 1G)")
     t.add_argument("--rounds", type=_rounds, default=None, help="counting rounds, e.g. 1-12:0,13-21:80,22-30:80")
     t.add_argument("--algorithm", choices=["mce", "fmm"], default="mce", help="encoding algorithm saved with the tokenizer")
-    t.add_argument("--boundary-penalty", type=_penalty, default=0.05, metavar="LAMBDA", help="λ (default 0.05)")
+    t.add_argument("--boundary-penalty", type=_penalty, default=DEFAULT_BOUNDARY_PENALTY, metavar="LAMBDA",
+                   help=f"λ (default {DEFAULT_BOUNDARY_PENALTY})")
     t.add_argument("inputs", nargs="+", metavar="INPUT", help=inputs_help)
     _add_common(t)
     t.set_defaults(func=_cmd_train)

@@ -125,7 +125,7 @@ def _with_specials(tok: Tokenizer, new: Dict[str, Optional[int]]) -> Tokenizer:
         used.add(i)
     from .tokenizer import _special_pairs
     ids, toks = tok._core.tokens()
-    return Tokenizer._build(toks, ids, _special_pairs(specials, 0), tok.options, tok.metadata)
+    return Tokenizer._build(toks, ids, _special_pairs(specials, 0), tok._core.options, tok.metadata)
 
 
 def _content(token: Any) -> str:

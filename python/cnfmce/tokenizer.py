@@ -1,12 +1,11 @@
 """The :class:`Tokenizer`: a byte vocabulary, special tokens and an encoding algorithm.
 
 Encoding runs in the Rust core (``cnfmce._core``): min-cost encoding (MCE) by default, forward
-maximum matching (FMM) on request. See ``SPEC.md`` section 2 for the exact definition.
+maximum matching (FMM) on request. See ``docs/spec.md`` section 2 for the exact definition.
 """
 
 from __future__ import annotations
 
-import math
 import numbers
 import os
 import re
@@ -51,30 +50,18 @@ def useful_threads(num_threads: Any, items: Optional[int] = None) -> Optional[in
     return n
 
 
-_DEFAULTS: Dict[str, Any] = {"algorithm": "mce", "boundary_penalty": 0.05, "token_preference": True}
+DEFAULT_BOUNDARY_PENALTY: float = _core.DEFAULT_BOUNDARY_PENALTY  # λ, written once in the core
+_OPTION_NAMES = ("algorithm", "boundary_penalty", "token_preference")
 
 
-def _check_options(algorithm: Any, boundary_penalty: Any, token_preference: Any) -> Dict[str, Any]:
-    if algorithm not in ("mce", "fmm"):
-        raise ValueError(f'algorithm must be "mce" or "fmm", got {algorithm!r}')
-    # any real number (int, float, numpy.float32, fractions.Fraction, ...), not bool
-    if isinstance(boundary_penalty, bool) or not isinstance(boundary_penalty, numbers.Real):
-        raise TypeError(f"boundary_penalty must be a number, got {type(boundary_penalty).__name__}")
-    try:
-        bp = float(boundary_penalty) + 0.0  # + 0.0: -0.0 becomes 0.0
-    except OverflowError:
-        raise ValueError(f"boundary_penalty {_short_number(boundary_penalty)} is out of range: give a "
-                         "float (math.inf forbids partial crossings)") from None
-    if math.isnan(bp) or bp < 0:
-        raise ValueError(f"boundary_penalty must be >= 0 (math.inf forbids partial crossings), got {bp}")
-    if not isinstance(token_preference, bool):
-        raise TypeError(f"token_preference must be True or False, got {token_preference!r}")
-    return {"algorithm": algorithm, "boundary_penalty": bp, "token_preference": token_preference}
+def _check_options(algorithm: Any, boundary_penalty: Any, token_preference: Any) -> "_core.Options":
+    """The three options as one checked value (the core checks types and values, once)."""
+    return _core.Options(algorithm, boundary_penalty, token_preference)
 
 
-def _short_number(v: Any) -> str:
-    r = str(v)
-    return r if len(r) <= 30 else f"{r[:12]}...({len(r.lstrip('-'))} digits)"
+def _options_dict(opts: "_core.Options") -> Dict[str, Any]:
+    return {name: getattr(opts, name) for name in _OPTION_NAMES}
+
 
 
 def _special_pairs(special_tokens: SpecialTokens, next_id: int) -> List[Tuple[bytes, int]]:
@@ -125,19 +112,17 @@ class Tokenizer:
 
     @classmethod
     def _build(cls, tokens: Any, ids: Optional[List[int]], specials: List[Tuple[bytes, int]],
-               options: Dict[str, Any], metadata: Optional[Dict[str, Any]] = None) -> "Tokenizer":
+               options: "_core.Options", metadata: Optional[Dict[str, Any]] = None) -> "Tokenizer":
         if isinstance(tokens, formats.PackedTokens):
             core = _core.CoreTokenizer.from_packed(tokens.data, tokens.lengths, tokens.ids, specials,
-                                                   options["algorithm"], options["boundary_penalty"],
-                                                   options["token_preference"])
+                                                   options)
         else:
-            core = _core.CoreTokenizer(tokens, ids, specials, options["algorithm"],
-                                       options["boundary_penalty"], options["token_preference"])
+            core = _core.CoreTokenizer(tokens, ids, specials, options)
         return cls(core, metadata)
 
     @classmethod
     def from_tokens(cls, tokens: Sequence[bytes], *, special_tokens: SpecialTokens = None,
-                    algorithm: str = "mce", boundary_penalty: float = 0.05,
+                    algorithm: str = "mce", boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY,
                     token_preference: bool = True) -> "Tokenizer":
         """A tokenizer whose token ``i`` is ``tokens[i]``.
 
@@ -155,7 +140,7 @@ class Tokenizer:
 
     @classmethod
     def from_tiktoken(cls, path: "os.PathLike[str] | str", *, special_tokens: SpecialTokens = None,
-                      algorithm: str = "mce", boundary_penalty: float = 0.05,
+                      algorithm: str = "mce", boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY,
                       token_preference: bool = True) -> "Tokenizer":
         """Loads a tiktoken vocabulary file (``<base64 token> <rank>`` per line; rank = id).
 
@@ -168,7 +153,7 @@ class Tokenizer:
 
     @classmethod
     def from_hf(cls, path: "os.PathLike[str] | str", *, algorithm: str = "mce",
-                boundary_penalty: float = 0.05, token_preference: bool = True) -> "Tokenizer":
+                boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True) -> "Tokenizer":
         """Loads the vocabulary of a Hugging Face ``tokenizer.json`` (byte-level BPE).
 
         ``model.vocab`` gives the ids (GPT-2 byte-to-unicode alphabet); ``added_tokens`` marked
@@ -198,8 +183,8 @@ class Tokenizer:
                      boundary_penalty: Optional[float] = None,
                      token_preference: Optional[bool] = None) -> "Tokenizer":
         ids, toks, specials, options, metadata = parsed
-        merged = dict(_DEFAULTS)
-        merged.update({k: v for k, v in options.items() if k in _DEFAULTS})
+        merged = _options_dict(_core.Options.default())
+        merged.update({k: v for k, v in options.items() if k in merged})
         for k, v in (("algorithm", algorithm), ("boundary_penalty", boundary_penalty),
                      ("token_preference", token_preference)):
             if v is not None:
@@ -219,8 +204,7 @@ class Tokenizer:
         opts = _check_options(algorithm if algorithm is not None else self.algorithm,
                                self.boundary_penalty if boundary_penalty is None else boundary_penalty,
                                self.token_preference if token_preference is None else token_preference)
-        core = self._core.with_options(opts["algorithm"], opts["boundary_penalty"],
-                                       opts["token_preference"])
+        core = self._core.with_options(opts)
         return Tokenizer(core, self.metadata)
 
     # --- saving -------------------------------------------------------------------------------
@@ -550,21 +534,20 @@ class Tokenizer:
 
     @property
     def algorithm(self) -> str:
-        return self._core.algorithm
+        return self._core.options.algorithm
 
     @property
     def boundary_penalty(self) -> float:
-        return self._core.boundary_penalty
+        return self._core.options.boundary_penalty
 
     @property
     def token_preference(self) -> bool:
-        return self._core.token_preference
+        return self._core.options.token_preference
 
     @property
     def options(self) -> Dict[str, Any]:
         """The encoding options as a dict."""
-        return {"algorithm": self.algorithm, "boundary_penalty": self.boundary_penalty,
-                "token_preference": self.token_preference}
+        return _options_dict(self._core.options)
 
     @property
     def max_token_length(self) -> int:

@@ -34,12 +34,12 @@ from . import _core
 from .corpus import Documents, Inputs, classify_inputs, describe_location, iter_documents_located
 from .errors import CorpusError, TokenizerFileError
 from .formats import read_bytes, write_bytes_atomic
-from .tokenizer import Tokenizer, _check_options, useful_threads
+from .tokenizer import DEFAULT_BOUNDARY_PENALTY, Tokenizer, _check_options, useful_threads
 
 __all__ = ["DEFAULT_ROUNDS", "Counts", "count", "train", "train_from_counts", "save_counts",
            "load_counts", "merge_counts", "default_memory_limit"]
 
-DEFAULT_ROUNDS: Tuple[Tuple[int, int, int], ...] = ((1, 12, 0), (13, 21, 80), (22, 30, 80))
+DEFAULT_ROUNDS: Tuple[Tuple[int, int, int], ...] = _core.DEFAULT_ROUNDS  # the paper's, defined in the core
 BATCH_BYTES = 2 << 20  # per call into the core; Ctrl-C is seen between calls
 COUNTS_MAGIC = "# cnfmce counts v1"
 
@@ -78,47 +78,10 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:.1f} TB"  # pragma: no cover
 
 
-def _check_rounds(rounds: Any) -> List[Tuple[int, int, int]]:
-    try:
-        out = [(int(a), int(b), int(t)) for a, b, t in rounds]
-    except (TypeError, ValueError):
-        raise TypeError("rounds must be a sequence of (min_length, max_length, threshold) triples") from None
-    for a, b, t in out:
-        if a < 1 or b < a or t < 0:
-            raise ValueError(f"bad round {(a, b, t)}: need 1 <= min <= max and threshold >= 0")
-    if any(out[k][2] < out[k - 1][2] for k in range(2, len(out))):
-        warnings.warn("a later round has a lower threshold than an earlier one (after the first): "
-                      "Algorithm 1's early stopping then drops some candidates that reach the lower "
-                      "threshold; use non-decreasing thresholds to count them all",
-                      RuntimeWarning, stacklevel=4)
-    return out
-
-
 def _check_positive(name: str, v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
         raise ValueError(f"{name} must be a positive int, got {v!r}")
     return v
-
-
-def _check_vocab(vocab_size: Any, special_tokens: Any) -> Tuple[int, List[str]]:
-    """Checks ``vocab_size`` and ``special_tokens`` (before any work starts)."""
-    vocab_size = _check_positive("vocab_size", vocab_size)
-    if isinstance(special_tokens, (str, bytes)):
-        raise TypeError("special_tokens must be a sequence of strings, not a string")
-    try:
-        specials = list(special_tokens)
-    except TypeError:
-        raise TypeError("special_tokens must be a sequence of strings, got "
-                        f"{type(special_tokens).__name__}") from None
-    for s in specials:
-        if not isinstance(s, str) or not s:
-            raise ValueError(f"special tokens must be non-empty strings, got {s!r}")
-    if len(set(specials)) != len(specials):
-        raise ValueError("special_tokens has duplicates")
-    if vocab_size - len(specials) < 256:
-        raise ValueError(f"vocab_size {vocab_size} is too small: it must hold the 256 single bytes "
-                         f"plus {len(specials)} special tokens")
-    return vocab_size, specials
 
 
 def _check_threads(num_threads: Optional[int]) -> Optional[int]:
@@ -333,7 +296,7 @@ class Counts(dict):
         self.info = dict(info or {})
 
 
-def count(inputs: Inputs, raw_vocab_size: int = 5_000_000,
+def count(inputs: Inputs, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SIZE,
           rounds: Sequence[Tuple[int, int, int]] = DEFAULT_ROUNDS, num_threads: Optional[int] = None,
           progress: bool = True, memory_limit: Optional[int] = None,
           tmp_dir: Optional[str] = None) -> Counts:
@@ -350,59 +313,89 @@ def count(inputs: Inputs, raw_vocab_size: int = 5_000_000,
     runs in ``tmp_dir`` and merged, so the counts stay exact.
     """
     with _work_dir(tmp_dir) as tmp:
+        limit, budget = _memory(memory_limit)
+        counter = _core.Counter(rounds, raw_vocab_size, budget, os.path.join(tmp, ""),
+                                _check_threads(num_threads))
+        _warn_rounds(counter.rounds)
         corpus = _Corpus(inputs, tmp)
-        counter, info = _count(corpus, raw_vocab_size, rounds, num_threads, progress, memory_limit, tmp)
+        info = _info(counter.rounds, raw_vocab_size, limit)
+        t_start = time.perf_counter()
+        n = len(counter.rounds)
+        for k, r in enumerate(counter.rounds):
+            counter.begin_round()
+            _counting_pass(corpus, k, n, r, counter.add, counter.end_round,
+                           lambda: counter.table_bytes, progress, info)
+        _counting_done(corpus, info, t_start, limit)
         toks, counts = counter.result()
         return Counts(zip(toks, counts), info=info)
 
 
-def _count(corpus: _Corpus, raw_vocab_size: int, rounds: Sequence[Tuple[int, int, int]],
-           num_threads: Optional[int], progress: bool, memory_limit: Optional[int],
-           tmp: str) -> Tuple[Any, Dict[str, Any]]:
-    """Runs the counting rounds; returns the finished core counter and the run's info."""
-    raw_vocab_size = _check_positive("raw_vocab_size", raw_vocab_size)
-    rounds_ = _check_rounds(rounds)
+def _memory(memory_limit: Optional[int]) -> Tuple[int, int]:
+    """(the memory limit, the counting tables' budget): the tables get 60% of what the limit
+    leaves; the rest covers batches, the kept candidates, the trie and hash-table growth."""
     limit = default_memory_limit() if memory_limit is None else _check_positive("memory_limit", memory_limit)
-    base_rss = _rss_bytes()
-    # The tables get 60% of what the limit leaves; the rest covers batches, the kept candidates,
-    # the trie and hash-table growth.
-    budget = max(16 << 20, int(0.6 * (limit - base_rss)))
-    counter = _core.Counter(rounds_, raw_vocab_size, budget, os.path.join(tmp, ""),
-                            _check_threads(num_threads))
-    info: Dict[str, Any] = {"rounds": [list(r) for r in rounds_], "raw_vocab_size": raw_vocab_size,
-                            "memory_limit": limit, "round_stats": []}
-    t_start = time.perf_counter()
-    for k, (lo, hi, thr) in enumerate(rounds_):
-        counter.begin_round()
-        bar = _Progress(progress, f"count {k + 1}/{len(rounds_)} [{lo}-{hi}] t={thr}", corpus.total_bytes)
-        try:
-            ndocs = 0
-            for batch, size in corpus.batches():
-                counter.add(batch)
-                ndocs += len(batch)
-                bar.update(size, docs=f"{ndocs:,}", table=_fmt_bytes(counter.table_bytes),
-                           rss=_fmt_bytes(_rss_bytes()))
-        except BaseException:
-            bar.close()
-            raise
-        st = dict(counter.end_round())
-        st.update(round=k + 1, min_len=lo, max_len=hi, threshold=thr, seconds=round(bar.seconds, 3),
-                  bytes=bar.done, peak_rss=_peak_rss_bytes())
-        info["round_stats"].append(st)
-        if k == 0 and corpus.total_bytes == 0:
-            bar.close()
-            raise ValueError("the corpus is empty: no text to train on")
-        mbps = bar.done / max(bar.seconds, 1e-9) / 1e6
-        bar.close(f"  round {k + 1} [{lo}-{hi}] t={thr}: {_fmt_bytes(bar.done)} in {bar.seconds:.1f}s "
-                  f"({mbps:.2f} MB/s), {st['distinct']:,} distinct, {st['retained']:,} retained, "
-                  f"table peak {_fmt_bytes(st['peak_table_bytes'])}, {st['spills']} spills, "
-                  f"peak RSS {_fmt_bytes(st['peak_rss'])}")
+    return limit, max(16 << 20, int(0.6 * (limit - _rss_bytes())))
+
+
+def _warn_rounds(rounds: Sequence[Tuple[int, int, int]]) -> None:
+    note = _core.rounds_warning(rounds)
+    if note:
+        warnings.warn(note, RuntimeWarning, stacklevel=3)
+
+
+def _info(rounds: Sequence[Tuple[int, int, int]], raw_vocab_size: Optional[int], limit: int) -> Dict[str, Any]:
+    return {"rounds": [list(r) for r in rounds], "raw_vocab_size": raw_vocab_size,
+            "memory_limit": limit, "round_stats": []}
+
+
+def _feed(corpus: "_Corpus", desc: str, progress: bool, add: Any,
+          status: Optional[Any] = None) -> "_Progress":
+    """Streams the corpus into ``add(batch)`` with a progress bar (``status()``: more fields to
+    show); returns the bar, still open. Ctrl-C is seen between batches."""
+    bar = _Progress(progress, desc, corpus.total_bytes)
+    try:
+        ndocs = 0
+        for batch, size in corpus.batches():
+            add(batch)
+            ndocs += len(batch)
+            bar.update(size, docs=f"{ndocs:,}", **(status() if status else {}),
+                       rss=_fmt_bytes(_rss_bytes()))
+    except BaseException:
+        bar.close()
+        raise
+    return bar
+
+
+def _counting_pass(corpus: "_Corpus", k: int, n: int, r: Tuple[int, int, int], add: Any, end: Any,
+                   table_bytes: Any, progress: bool, info: Dict[str, Any]) -> None:
+    """Counting round ``k`` of ``n`` (``r``: its lengths and threshold): feeds the corpus to
+    ``add``, ends it with ``end()``, records and prints its statistics."""
+    lo, hi, thr = r
+    bar = _feed(corpus, f"count {k + 1}/{n} [{lo}-{hi}] t={thr}", progress, add,
+                lambda: {"table": _fmt_bytes(table_bytes())})
+    try:
+        st = dict(end())
+    except BaseException:
+        bar.close()
+        raise
+    st.update(round=k + 1, min_len=lo, max_len=hi, threshold=thr, seconds=round(bar.seconds, 3),
+              bytes=bar.done, peak_rss=_peak_rss_bytes())
+    info["round_stats"].append(st)
+    mbps = bar.done / max(bar.seconds, 1e-9) / 1e6
+    bar.close(f"  round {k + 1} [{lo}-{hi}] t={thr}: {_fmt_bytes(bar.done)} in {bar.seconds:.1f}s "
+              f"({mbps:.2f} MB/s), {st['distinct']:,} distinct, {st['retained']:,} retained, "
+              f"table peak {_fmt_bytes(st['peak_table_bytes'])}, {st['spills']} spills, "
+              f"peak RSS {_fmt_bytes(st['peak_rss'])}")
+
+
+def _counting_done(corpus: "_Corpus", info: Dict[str, Any], t_start: float, limit: int,
+                   stacklevel: int = 3) -> None:
+    """Records the counting phase's totals; warns when it took more memory than allowed."""
     info.update(documents=corpus.documents, bytes=corpus.total_bytes,
                 seconds=round(time.perf_counter() - t_start, 3), peak_rss=_peak_rss_bytes())
     if info["peak_rss"] > limit:
         warnings.warn(f"peak memory {_fmt_bytes(info['peak_rss'])} exceeded memory_limit "
-                      f"{_fmt_bytes(limit)}", RuntimeWarning, stacklevel=3)
-    return counter, info
+                      f"{_fmt_bytes(limit)}", RuntimeWarning, stacklevel=stacklevel)
 
 
 # --- counts files -----------------------------------------------------------------------------
@@ -494,97 +487,104 @@ def _count_lists(counts: Mapping[bytes, int]) -> Tuple[List[bytes], List[int]]:
 # --- filtering and training -----------------------------------------------------------------------
 
 def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str], inputs: Inputs,
-                      vocab_size: int = 250_000, special_tokens: Sequence[str] = (),
+                      vocab_size: int = _core.DEFAULT_VOCAB_SIZE, special_tokens: Sequence[str] = (),
                       num_threads: Optional[int] = None, progress: bool = True,
                       raw_vocab_size: Optional[int] = None, algorithm: str = "mce",
-                      boundary_penalty: float = 0.05, token_preference: bool = True,
+                      boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True,
                       tmp_dir: Optional[str] = None) -> Tokenizer:
     """The filtering phase of CNF: encodes ``inputs`` once with MCE over the raw vocabulary
-    (``counts``: a mapping bytes -> count, or the path of a counts file) and keeps the
-    ``vocab_size - len(special_tokens)`` most used tokens, all 256 single bytes included, ids
-    ordered by usage (ties by bytes); special tokens get the last ids."""
-    with _work_dir(tmp_dir) as tmp:
-        corpus = _Corpus(inputs, tmp)
-        return _filter(counts, corpus, vocab_size, special_tokens, num_threads, progress,
-                       raw_vocab_size, algorithm, boundary_penalty, token_preference, {})
-
-
-def _filter(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str, Any], corpus: _Corpus,
-            vocab_size: int, special_tokens: Sequence[str], num_threads: Optional[int],
-            progress: bool, raw_vocab_size: Optional[int], algorithm: str,
-            boundary_penalty: float, token_preference: bool,
-            meta: Dict[str, Any]) -> Tokenizer:
+    (``counts``: a mapping bytes -> count, or the path of a counts file; the best
+    ``raw_vocab_size`` of them, all when None) and keeps the ``vocab_size - len(special_tokens)``
+    most used tokens, all 256 single bytes included, ids ordered by usage (ties by bytes);
+    special tokens get the last ids."""
     opts = _check_options(algorithm, boundary_penalty, token_preference)
-    vocab_size, specials = _check_vocab(vocab_size, special_tokens)
-    k = vocab_size - len(specials)
-    if raw_vocab_size is not None:
-        _check_positive("raw_vocab_size", raw_vocab_size)
-    if isinstance(counts, _core.Counter):  # from train(): hand the counts over inside the core
-        flt = _core.Filter.from_counter(counts, opts["boundary_penalty"], opts["token_preference"],
-                                        _check_threads(num_threads))
-    else:
-        if isinstance(counts, (str, os.PathLike)):
-            counts = load_counts(counts)
-        elif not isinstance(counts, Mapping):
-            raise TypeError("counts must be a mapping bytes -> int or the path of a counts file")
-        toks0, vals0 = _count_lists(counts)
-        flt = _core.Filter(toks0, vals0, raw_vocab_size, opts["boundary_penalty"],
-                           opts["token_preference"], _check_threads(num_threads))
-        del toks0, vals0
-    raw_size = flt.raw_size
-    bar = _Progress(progress, "filter", corpus.total_bytes)
-    try:
-        ndocs = 0
-        for batch, size in corpus.batches():
-            flt.add(batch)
-            ndocs += len(batch)
-            bar.update(size, docs=f"{ndocs:,}", rss=_fmt_bytes(_rss_bytes()))
-    except BaseException:
-        bar.close()
-        raise
-    ntok, nbytes = flt.totals()
-    if nbytes == 0:
-        bar.close()
-        raise ValueError("the corpus is empty: no text to train on")
-    toks, usage, _raw_ids = flt.select(k)
-    used = sum(1 for u in usage if u > 0)
-    bar.close(f"  filter: {_fmt_bytes(nbytes)} in {bar.seconds:.1f}s "
-              f"({nbytes / max(bar.seconds, 1e-9) / 1e6:.2f} MB/s), raw vocabulary {raw_size:,}, "
-              f"{used:,} of {len(toks):,} kept tokens used, {nbytes / max(ntok, 1):.3f} bytes/token "
-              f"on the training text with the raw vocabulary")
-    if len(toks) < k:
-        warnings.warn(f"the raw vocabulary has only {raw_size} tokens: the result has "
-                      f"{len(toks) + len(specials)} ids instead of {vocab_size}", RuntimeWarning,
-                      stacklevel=3)
-    metadata = dict(meta)
-    metadata.update(trainer="cnfmce", vocab_size=vocab_size, raw_vocabulary=raw_size,
-                    filtering={"seconds": round(bar.seconds, 3), "bytes": nbytes, "tokens": ntok,
-                               "used_tokens": used})
-    tok = Tokenizer.from_tokens(list(toks), special_tokens=specials, **opts)
-    tok.metadata.update(metadata)
-    return tok
+    with _work_dir(tmp_dir) as tmp:
+        trainer = _core.Trainer(vocab_size, raw_vocab_size, None, special_tokens, opts,
+                                tmp_dir=os.path.join(tmp, ""), num_threads=_check_threads(num_threads))
+        try:
+            if isinstance(counts, (str, os.PathLike)):
+                counts = load_counts(counts)
+            elif not isinstance(counts, Mapping):
+                raise TypeError("counts must be a mapping bytes -> int or the path of a counts file")
+            trainer.use_counts(*_count_lists(counts))
+            corpus = _Corpus(inputs, tmp)
+            return _run(trainer, corpus, progress, {}, vocab_size)
+        finally:
+            trainer.close()
 
 
-def train(inputs: Inputs, vocab_size: int = 250_000, raw_vocab_size: int = 5_000_000,
+def _run(trainer: "_core.Trainer", corpus: "_Corpus", progress: bool, meta: Dict[str, Any],
+         vocab_size: int, counted: Optional[Any] = None) -> Tokenizer:
+    """Runs the trainer's passes over the corpus (counting rounds, recorded in
+    ``meta["counting"]``, then ``counted()``, then filtering) and returns the tokenizer with the
+    run's metadata."""
+    n = len(trainer.rounds)
+    filtering: Dict[str, Any] = {}
+    while True:
+        step = trainer.next_pass()
+        if step is None:
+            break
+        kind, k, r = trainer.begin_pass()
+        if kind == "count":
+            _counting_pass(corpus, k, n, r, trainer.add, trainer.end_pass,
+                           lambda: trainer.table_bytes, progress, meta["counting"])
+            continue
+        if counted is not None:
+            counted()
+        bar = _feed(corpus, "filter", progress, trainer.add)
+        try:
+            st = trainer.end_pass()
+        except BaseException:
+            bar.close()
+            raise
+        core, report = trainer.finish()
+        ntok, nbytes = report["tokens"], report["bytes"]
+        bar.close(f"  filter: {_fmt_bytes(nbytes)} in {bar.seconds:.1f}s "
+                  f"({nbytes / max(bar.seconds, 1e-9) / 1e6:.2f} MB/s), raw vocabulary "
+                  f"{st['raw_vocab_size']:,}, {report['used_tokens']:,} of {core.num_regular:,} kept "
+                  f"tokens used, {nbytes / max(ntok, 1):.3f} bytes/token on the training text with "
+                  f"the raw vocabulary")
+        filtering = {"seconds": round(bar.seconds, 3), "bytes": nbytes, "tokens": ntok,
+                     "used_tokens": report["used_tokens"]}
+        if report["warning"]:
+            warnings.warn(report["warning"], RuntimeWarning, stacklevel=3)
+        tok = Tokenizer(core)
+        tok.metadata.update(meta)
+        tok.metadata.update(trainer="cnfmce", vocab_size=vocab_size,
+                            raw_vocabulary=st["raw_vocab_size"], filtering=filtering)
+        return tok
+    raise RuntimeError("the trainer ended without a filtering pass")  # pragma: no cover
+
+
+def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_size: Optional[int] = None,
           rounds: Sequence[Tuple[int, int, int]] = DEFAULT_ROUNDS, special_tokens: Sequence[str] = (),
           num_threads: Optional[int] = None, progress: bool = True,
           memory_limit: Optional[int] = None, algorithm: str = "mce",
-          boundary_penalty: float = 0.05, token_preference: bool = True,
+          boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True,
           tmp_dir: Optional[str] = None) -> Tokenizer:
     """Trains a CNF vocabulary (SPEC section 4) and returns its :class:`Tokenizer`.
 
     ``inputs``: documents or paths, as for :func:`count` (the rule of :mod:`cnfmce.corpus`; wrap
     strings that look like file names in ``cnfmce.Documents``). Equal to
-    ``train_from_counts(count(inputs, ...), inputs, ...)``. The result has
-    ``vocab_size`` ids (byte tokens and special tokens included), ordered by usage in the
-    filtering pass, special tokens last. The same inputs give the same vocabulary whatever
-    ``num_threads`` and whatever the order of the documents.
+    ``train_from_counts(count(inputs, ...), inputs, ...)`` with the same ``raw_vocab_size``. The
+    result has ``vocab_size`` ids (byte tokens and special tokens
+    included), ordered by usage in the filtering pass, special tokens last. ``raw_vocab_size``
+    None means ``cnfmce._core.default_raw_vocab_size(vocab_size)`` (a multiple of ``vocab_size``).
+    The same inputs give the same vocabulary whatever ``num_threads`` and whatever the order of
+    the documents.
     """
     opts = _check_options(algorithm, boundary_penalty, token_preference)
-    vocab_size, special_tokens = _check_vocab(vocab_size, special_tokens)
     with _work_dir(tmp_dir) as tmp:
-        corpus = _Corpus(inputs, tmp)
-        counter, info = _count(corpus, raw_vocab_size, rounds, num_threads, progress, memory_limit, tmp)
-        return _filter(counter, corpus, vocab_size, special_tokens, num_threads, progress, None,
-                       opts["algorithm"], opts["boundary_penalty"], opts["token_preference"],
-                       {"counting": info})
+        limit, budget = _memory(memory_limit)
+        trainer = _core.Trainer(vocab_size, raw_vocab_size, rounds, special_tokens, opts, budget,
+                                os.path.join(tmp, ""), _check_threads(num_threads))
+        try:
+            _warn_rounds(trainer.rounds)
+            corpus = _Corpus(inputs, tmp)
+            m = raw_vocab_size if raw_vocab_size is not None else _core.default_raw_vocab_size(vocab_size)
+            meta = {"counting": _info(trainer.rounds, m, limit)}
+            t_start = time.perf_counter()
+            return _run(trainer, corpus, progress, meta, vocab_size,
+                        lambda: _counting_done(corpus, meta["counting"], t_start, limit, stacklevel=5))
+        finally:
+            trainer.close()

@@ -1,43 +1,61 @@
-//! `Counter`: CNF counting over rounds, fed batches of documents from Python.
+//! `Counter`: CNF counting over rounds (the counting phase alone, `cnfmce.count`), fed batches
+//! of documents from Python, or the merged `BlockCounts` of a round counted elsewhere.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::{PyBytes, PyDict, PyString};
 
-use super::util::{guarded, make_pool, str_bytes, to_py};
+use super::blocks::{PyBlockCounts, PySurvivors};
+use super::util::{guarded, make_pool, read_positive, read_rounds, rounds_tuple, str_bytes, to_py};
 
 /// CNF counting over rounds (Algorithm 1); the Python side feeds batches of documents.
 #[pyclass(module = "cnfmce._core", name = "Counter", frozen)]
 pub(crate) struct PyCounter {
-    inner: std::sync::Mutex<crate::count::Counter>,
+    inner: std::sync::Mutex<crate::Counter>,
     pool: rayon::ThreadPool,
 }
 
 impl PyCounter {
-    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, crate::count::Counter> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, crate::Counter> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
+/// A round's statistics as a Python dict (`kept_bytes`: what the counter keeps afterwards).
+pub(crate) fn round_stats<'py>(py: Python<'py>, st: &crate::RoundStats, kept_bytes: usize) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("distinct", st.distinct)?;
+    d.set_item("retained", st.retained)?;
+    d.set_item("spills", st.spills)?;
+    d.set_item("spilled_bytes", st.spilled_bytes)?;
+    d.set_item("peak_table_bytes", st.peak_table_bytes)?;
+    d.set_item("kept_bytes", kept_bytes)?;
+    Ok(d)
+}
+
 #[pymethods]
 impl PyCounter {
-    /// rounds: (min_len, max_len, threshold) triples; budget: table bytes before spilling.
+    /// rounds: (min_len, max_len, threshold) triples; budget: table bytes before spilling into
+    /// the existing directory tmp_dir.
     #[new]
     #[pyo3(signature = (rounds, raw_vocab_size, budget, tmp_dir, num_threads=None))]
     fn new(
         py: Python<'_>,
-        rounds: Vec<(usize, usize, u64)>,
-        raw_vocab_size: usize,
+        rounds: &Bound<'_, PyAny>,
+        raw_vocab_size: &Bound<'_, PyAny>,
         budget: usize,
         tmp_dir: std::path::PathBuf,
         num_threads: Option<usize>,
     ) -> PyResult<Self> {
-        let rounds = rounds
-            .into_iter()
-            .map(|(a, b, t)| crate::count::Round { min_len: a, max_len: b, threshold: t })
-            .collect();
-        let c = crate::count::Counter::new(rounds, raw_vocab_size, budget, tmp_dir)
-            .map_err(|e| to_py(py, e))?;
+        let rounds = read_rounds(rounds)?;
+        let m = read_positive(raw_vocab_size, "raw_vocab_size")?;
+        let c = crate::Counter::new(rounds, m, budget, tmp_dir).map_err(|e| to_py(py, e))?;
         Ok(PyCounter { inner: std::sync::Mutex::new(c), pool: make_pool(num_threads)? })
+    }
+
+    /// The rounds, as (min_len, max_len, threshold) triples.
+    #[getter]
+    fn rounds(&self) -> Vec<(usize, usize, u64)> {
+        rounds_tuple(self.lock().rounds())
     }
 
     fn begin_round(&self, py: Python<'_>) -> PyResult<()> {
@@ -56,19 +74,29 @@ impl PyCounter {
     }
 
     /// Ends the round; returns its statistics as a dict.
-    fn end_round<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    fn end_round<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let mut g = self.lock();
         let c = &mut *g;
         let pool = &self.pool;
         let st = py.detach(|| guarded(|| pool.install(|| c.end_round())))?.map_err(|e| to_py(py, e))?;
-        let d = pyo3::types::PyDict::new(py);
-        d.set_item("distinct", st.distinct)?;
-        d.set_item("retained", st.retained)?;
-        d.set_item("spills", st.spills)?;
-        d.set_item("spilled_bytes", st.spilled_bytes)?;
-        d.set_item("peak_table_bytes", st.peak_table_bytes)?;
-        d.set_item("kept_bytes", c.kept_bytes())?;
-        Ok(d)
+        round_stats(py, &st, c.kept_bytes())
+    }
+
+    /// The survivors the round in progress extends (for `count_block` elsewhere).
+    fn survivors(&self, py: Python<'_>) -> PyResult<PySurvivors> {
+        let g = self.lock();
+        let c = &*g;
+        let inner = py.detach(|| guarded(|| c.survivors()))?.map_err(|e| to_py(py, e))?;
+        Ok(PySurvivors { inner })
+    }
+
+    /// Ends the round with the merged counts of its blocks (instead of `add`).
+    fn end_round_with<'py>(&self, py: Python<'py>, counts: &Bound<'_, PyBlockCounts>) -> PyResult<Bound<'py, PyDict>> {
+        let mut g = self.lock();
+        let c = &mut *g;
+        let counts = &counts.get().inner;
+        let st = py.detach(|| guarded(|| c.end_round_with(counts)))?.map_err(|e| to_py(py, e))?;
+        round_stats(py, &st, c.kept_bytes())
     }
 
     #[getter]
@@ -84,7 +112,6 @@ impl PyCounter {
     /// The raw vocabulary: (tokens, counts), best first.
     fn result<'py>(&self, py: Python<'py>) -> (Vec<Bound<'py, PyBytes>>, Vec<u64>) {
         let c = self.lock();
-        let r = c.result();
-        (r.iter().map(|(k, _)| PyBytes::new(py, k)).collect(), r.iter().map(|e| e.1).collect())
+        c.result().into_iter().map(|(k, v)| (PyBytes::new(py, k), v)).unzip()
     }
 }

@@ -1,122 +1,59 @@
-//! `Filter`: CNF filtering (usage of the raw vocabulary under MCE) and the final selection.
+//! `Filter`: the filtering pass's encoder over a raw vocabulary, for the machines of a
+//! distributed run (`Filter(trainer.raw_tokens(), options).usage_of(docs)`); a local run's
+//! filtering happens inside `Trainer`.
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
-use super::counter::PyCounter;
+use super::blocks::PyBlockUsage;
+use super::options::PyOptions;
 use super::util::{guarded, make_pool, str_bytes, to_py};
-use crate::mce::{Algorithm, Options};
+use crate::Algorithm;
 
-/// CNF filtering: usage counts of the raw vocabulary under MCE.
+/// CNF filtering: usage counts of a raw vocabulary under MCE.
 #[pyclass(module = "cnfmce._core", name = "Filter", frozen)]
 pub(crate) struct PyFilter {
-    inner: std::sync::Mutex<crate::filter::Filter>,
+    inner: crate::Filter,
     pool: rayon::ThreadPool,
-}
-
-impl PyFilter {
-    /// Ranks the counts into the raw vocabulary and builds its encoder (GIL released).
-    fn build(
-        py: Python<'_>,
-        pairs: Vec<(Vec<u8>, u64)>,
-        raw_vocab_size: Option<usize>,
-        boundary_penalty: f64,
-        token_preference: bool,
-        num_threads: Option<usize>,
-    ) -> PyResult<Self> {
-        if boundary_penalty.is_nan() || boundary_penalty < 0.0 {
-            return Err(PyValueError::new_err("boundary_penalty must be >= 0"));
-        }
-        let options = Options { algorithm: Algorithm::Mce, boundary_penalty, token_preference };
-        let pool = make_pool(num_threads)?;
-        let f = py
-            .detach(|| {
-                guarded(|| {
-                    pool.install(|| {
-                        let raw = crate::filter::Filter::rank(pairs, raw_vocab_size)?;
-                        crate::filter::Filter::new(raw, options)
-                    })
-                })
-            })?
-            .map_err(|e| to_py(py, e))?;
-        Ok(PyFilter { inner: std::sync::Mutex::new(f), pool })
-    }
 }
 
 #[pymethods]
 impl PyFilter {
-    /// The raw vocabulary from counts (tokens[i] has counts[i]): ranked by count, ties by
-    /// bytes, the first raw_vocab_size kept, missing single bytes appended.
+    /// `raw_tokens`: the raw vocabulary, id = index (as `Trainer.raw_tokens()` gives it; all 256
+    /// single bytes included); `options`: the training's options (filtering uses MCE with their
+    /// λ and ε).
     #[new]
-    #[pyo3(signature = (tokens, counts, raw_vocab_size=None, boundary_penalty=0.05, token_preference=true, num_threads=None))]
+    #[pyo3(signature = (raw_tokens, options=None, num_threads=None))]
     fn new(
         py: Python<'_>,
-        tokens: Vec<Bound<'_, PyBytes>>,
-        counts: Vec<u64>,
-        raw_vocab_size: Option<usize>,
-        boundary_penalty: f64,
-        token_preference: bool,
+        raw_tokens: Vec<Vec<u8>>,
+        options: Option<&Bound<'_, PyOptions>>,
         num_threads: Option<usize>,
     ) -> PyResult<Self> {
-        if tokens.len() != counts.len() {
-            return Err(PyValueError::new_err("tokens and counts differ in length"));
-        }
-        let pairs: Vec<(Vec<u8>, u64)> =
-            tokens.iter().zip(counts).map(|(b, c)| (b.as_bytes().to_vec(), c)).collect();
-        drop(tokens);
-        Self::build(py, pairs, raw_vocab_size, boundary_penalty, token_preference, num_threads)
+        let options = PyOptions::or_default(options).with_algorithm(Algorithm::Mce);
+        let pool = make_pool(num_threads)?;
+        let inner = py
+            .detach(|| guarded(|| pool.install(|| crate::Filter::new(raw_tokens, options))))?
+            .map_err(|e| to_py(py, e))?;
+        Ok(PyFilter { inner, pool })
     }
 
-    /// The filter over the raw vocabulary of a finished counter (no copy through Python).
-    #[staticmethod]
-    #[pyo3(signature = (counter, boundary_penalty=0.05, token_preference=true, num_threads=None))]
-    fn from_counter(
-        py: Python<'_>,
-        counter: &Bound<'_, PyCounter>,
-        boundary_penalty: f64,
-        token_preference: bool,
-        num_threads: Option<usize>,
-    ) -> PyResult<Self> {
-        let c = counter.get();
-        let pairs: Vec<(Vec<u8>, u64)> =
-            c.lock().result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
-        Self::build(py, pairs, None, boundary_penalty, token_preference, num_threads)
-    }
-
-    /// Size of the raw vocabulary (missing single bytes included).
+    /// Size of the raw vocabulary.
     #[getter]
     fn raw_size(&self) -> usize {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).vocab().len()
+        self.inner.vocab().len()
     }
 
-    /// Encodes a batch of documents and adds their token usage (GIL released).
-    fn add(&self, py: Python<'_>, docs: Vec<Bound<'_, PyString>>) -> PyResult<()> {
+    /// The usage of the raw vocabulary in `docs` (GIL released).
+    fn usage_of(&self, py: Python<'_>, docs: Vec<Bound<'_, PyString>>) -> PyResult<PyBlockUsage> {
         let bytes = str_bytes(&docs)?;
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let f = &mut *g;
-        let pool = &self.pool;
-        py.detach(|| guarded(|| pool.install(|| f.add(&bytes))))
+        let (f, pool) = (&self.inner, &self.pool);
+        let inner = py.detach(|| guarded(|| pool.install(|| f.usage_of(&bytes))))?;
+        Ok(PyBlockUsage { inner })
     }
 
-    /// (tokens produced, bytes encoded) so far.
-    fn totals(&self) -> (u64, u64) {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).totals()
-    }
-
-    /// Usage count of every raw id.
-    fn usage(&self) -> Vec<u64> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).usage()
-    }
-
-    /// The k tokens of the final vocabulary in id order: (tokens, usage, raw ids).
-    fn select<'py>(&self, py: Python<'py>, k: usize) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<u64>, Vec<u32>)> {
-        let f = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let sel = f.select(k).map_err(|e| to_py(py, e))?;
-        Ok((
-            sel.iter().map(|s| PyBytes::new(py, &s.token)).collect(),
-            sel.iter().map(|s| s.usage).collect(),
-            sel.iter().map(|s| s.raw_id).collect(),
-        ))
+    /// The raw tokens in raw-id order.
+    fn raw_tokens<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, PyBytes>> {
+        self.inner.vocab().iter().map(|(_, t)| PyBytes::new(py, t)).collect()
     }
 }

@@ -2,12 +2,15 @@
 //! exposed class; `util` holds what they share. Heavy work runs with the thread detached from the
 //! interpreter (GIL released); panics are caught and turned into `RuntimeError`.
 
+mod blocks;
 mod counter;
 mod filter;
 mod ints;
+mod options;
 mod offsets;
 mod text;
 mod tokenizer;
+mod trainer;
 mod util;
 
 use pyo3::prelude::*;
@@ -21,13 +24,40 @@ fn unit_starts<'py>(py: Python<'py>, data: &[u8]) -> Bound<'py, PyBytes> {
     PyBytes::new(py, &v)
 }
 
+/// The raw_vocab_size training uses for `vocab_size` when none is given.
+#[pyfunction]
+fn default_raw_vocab_size(vocab_size: &Bound<'_, PyAny>) -> PyResult<usize> {
+    Ok(crate::default_raw_vocab_size(util::read_positive(vocab_size, "vocab_size")?))
+}
+
+/// A note when valid rounds will not count all they might be expected to (else None).
+#[pyfunction]
+fn rounds_warning(rounds: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    Ok(crate::rounds_warning(&util::read_rounds(rounds)?))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<options::PyOptions>()?;
     m.add_class::<tokenizer::PyCoreTokenizer>()?;
     m.add_class::<tokenizer::PySpecialMatcher>()?;
     m.add_class::<counter::PyCounter>()?;
     m.add_class::<filter::PyFilter>()?;
+    m.add_class::<trainer::PyTrainer>()?;
+    m.add_class::<blocks::PySurvivors>()?;
+    m.add_class::<blocks::PyBlockCounts>()?;
+    m.add_class::<blocks::PyBlockUsage>()?;
+    m.add_function(wrap_pyfunction!(blocks::count_block, m)?)?;
     m.add_function(wrap_pyfunction!(unit_starts, m)?)?;
+    m.add_function(wrap_pyfunction!(default_raw_vocab_size, m)?)?;
+    m.add_function(wrap_pyfunction!(rounds_warning, m)?)?;
+    // The defaults, written once in the core.
+    m.add("DEFAULT_BOUNDARY_PENALTY", crate::DEFAULT_BOUNDARY_PENALTY)?;
+    m.add("DEFAULT_ROUNDS", pyo3::types::PyTuple::new(m.py(), util::rounds_tuple(&crate::DEFAULT_ROUNDS))?)?;
+    m.add("DEFAULT_VOCAB_SIZE", crate::DEFAULT_VOCAB_SIZE)?;
+    m.add("DEFAULT_COUNT_RAW_VOCAB_SIZE", crate::DEFAULT_COUNT_RAW_VOCAB_SIZE)?;
+    m.add("RAW_VOCAB_PER_TOKEN", crate::RAW_VOCAB_PER_TOKEN)?;
+    m.add("DEFAULT_MEMORY_BUDGET", crate::DEFAULT_MEMORY_BUDGET)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

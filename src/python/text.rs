@@ -15,7 +15,7 @@ pub(crate) enum StrData<'a> {
     Ucs4(&'a [u32]),
 }
 
-impl StrData<'_> {
+impl<'a> StrData<'a> {
     /// About how many UTF-8 bytes the text has (to schedule long texts first).
     pub(crate) fn utf8_size_hint(&self) -> usize {
         match self {
@@ -26,9 +26,10 @@ impl StrData<'_> {
         }
     }
 
-    /// The UTF-8 bytes (borrowed for ASCII, else written to `buf`); `Err` on a lone
-    /// surrogate, which UTF-8 cannot hold.
-    pub(crate) fn utf8<'b>(&'b self, buf: &'b mut Vec<u8>) -> Result<&'b [u8], ()> {
+    /// The UTF-8 bytes: `Some` (borrowed) for ASCII, else `None` with the bytes written to
+    /// `buf` (as `tokenizer::map_texts` takes
+    /// them); `Err` on a lone surrogate, which UTF-8 cannot hold.
+    pub(crate) fn utf8(&self, buf: &mut Vec<u8>) -> Result<Option<&'a [u8]>, ()> {
         /// Appends the UTF-8 of code points (`Err` on a surrogate).
         fn push_all(buf: &mut Vec<u8>, cps: impl ExactSizeIterator<Item = u32>) -> Result<(), ()> {
             buf.clear();
@@ -44,12 +45,12 @@ impl StrData<'_> {
             Ok(())
         }
         match self {
-            StrData::Utf8(b) => return Ok(b),
+            StrData::Utf8(b) => return Ok(Some(b)),
             StrData::Ucs1(b) => push_all(buf, b.iter().map(|&c| c as u32))?,
             StrData::Ucs2(w) => push_all(buf, w.iter().map(|&c| c as u32))?,
             StrData::Ucs4(w) => push_all(buf, w.iter().copied())?,
         }
-        Ok(buf)
+        Ok(None)
     }
 }
 

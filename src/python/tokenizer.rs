@@ -1,15 +1,15 @@
 //! `CoreTokenizer` (the Rust tokenizer behind `cnfmce.Tokenizer`) and `SpecialMatcher`.
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyString};
 
 use super::ints::IdInts;
 use super::text::{str_data, surrogate_error, StrData};
-use super::util::{guarded, in_pool, parse_algorithm, read_ids, to_py, unknown_id};
-use crate::mce::{Algorithm, Options};
-use crate::tokenizer::{OffsetUnit, SpecialMatcher, Tokenizer};
-use crate::Error;
+use super::options::PyOptions;
+use super::util::{guarded, in_pool, read_id, read_ids, to_py, unknown_id};
+use crate::tokenizer::{map_texts, OffsetUnit, SpecialMatcher, Tokenizer};
+use crate::Options;
 
 /// Texts shorter than this are encoded without releasing the GIL (the release costs more).
 const DETACH_BYTES: usize = 16 * 1024;
@@ -28,7 +28,7 @@ pub(crate) struct PyCoreTokenizer {
 }
 
 impl PyCoreTokenizer {
-    fn wrap(inner: Tokenizer) -> Self {
+    pub(crate) fn wrap(inner: Tokenizer) -> Self {
         let bound = inner
             .specials()
             .iter()
@@ -91,9 +91,7 @@ impl PyCoreTokenizer {
     ) -> PyResult<(Vec<Vec<u32>>, Vec<usize>)> {
         let m = allowed.map(|a| &a.get().inner);
         let all = self.map_strs(py, texts, num_threads, |tok, bytes, scratch| {
-            let mut out = Vec::with_capacity(bytes.len() / 4 + 1);
-            tok.encode_into(bytes, m, scratch, &mut out);
-            (out, bytes.len())
+            (tok.encode_with_scratch(bytes, m, scratch), bytes.len())
         })?;
         Ok(all.into_iter().unzip())
     }
@@ -106,24 +104,13 @@ impl PyCoreTokenizer {
         py: Python<'_>,
         texts: &[Bound<'_, PyString>],
         num_threads: Option<usize>,
-        f: impl Fn(&Tokenizer, &[u8], &mut crate::mce::Scratch) -> R + Sync,
+        f: impl Fn(&Tokenizer, &[u8], &mut crate::Scratch) -> R + Sync,
     ) -> PyResult<Vec<R>> {
         let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
         let tok = &self.inner;
         let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
-        let run = || -> Result<Vec<R>, usize> {
-            crate::tokenizer::par_map_largest_first(
-                &sizes,
-                || (crate::mce::Scratch::default(), Vec::new()),
-                |(scratch, buf), k| {
-                    let bytes = datas[k].utf8(buf).map_err(|_| k)?;
-                    Ok(f(tok, bytes, scratch))
-                },
-            )
-            .into_iter()
-            .collect()
-        };
-        py.detach(|| guarded(|| in_pool(num_threads, run)))??.map_err(|k| surrogate_error(Some(k)))
+        let run = || map_texts(&sizes, |k, buf| datas[k].utf8(buf), |bytes, scratch| f(tok, bytes, scratch));
+        py.detach(|| guarded(|| in_pool(num_threads, run)))??.map_err(|(k, ())| surrogate_error(Some(k)))
     }
 
     fn batch<'py, T: AsRef<[u8]> + Sync>(
@@ -144,17 +131,14 @@ impl PyCoreTokenizer {
     /// tokens: the regular tokens; ids: their ids (None: the list index);
     /// specials: (bytes, id) pairs.
     #[new]
-    #[pyo3(signature = (tokens, ids=None, specials=Vec::new(), algorithm="mce", boundary_penalty=0.05, token_preference=true))]
+    #[pyo3(signature = (tokens, ids=None, specials=Vec::new(), options=None))]
     fn new(
         py: Python<'_>,
         tokens: Vec<Bound<'_, PyBytes>>,
         ids: Option<Vec<u32>>,
         specials: Vec<(Vec<u8>, u32)>,
-        algorithm: &str,
-        boundary_penalty: f64,
-        token_preference: bool,
+        options: Option<&Bound<'_, PyOptions>>,
     ) -> PyResult<Self> {
-        let algorithm = parse_algorithm(algorithm)?;
         if let Some(ids) = &ids {
             if ids.len() != tokens.len() {
                 return Err(PyValueError::new_err("tokens and ids differ in length"));
@@ -171,24 +155,21 @@ impl PyCoreTokenizer {
         if ids.is_none() && tokens.len() > u32::MAX as usize {
             return Err(PyValueError::new_err("too many tokens"));
         }
-        Self::build(py, entries, specials, Options { algorithm, boundary_penalty, token_preference })
+        Self::build(py, entries, specials, PyOptions::or_default(options))
     }
 
     /// A tokenizer from packed tokens: `data` is all token bytes concatenated, `lengths` one
     /// little-endian u32 per token, `ids` (optional) one little-endian u32 per token.
     #[staticmethod]
-    #[pyo3(signature = (data, lengths, ids=None, specials=Vec::new(), algorithm="mce", boundary_penalty=0.05, token_preference=true))]
+    #[pyo3(signature = (data, lengths, ids=None, specials=Vec::new(), options=None))]
     fn from_packed(
         py: Python<'_>,
         data: &[u8],
         lengths: &[u8],
         ids: Option<&[u8]>,
         specials: Vec<(Vec<u8>, u32)>,
-        algorithm: &str,
-        boundary_penalty: f64,
-        token_preference: bool,
+        options: Option<&Bound<'_, PyOptions>>,
     ) -> PyResult<Self> {
-        let algorithm = parse_algorithm(algorithm)?;
         let u32s = |b: &[u8], what: &str| -> PyResult<Vec<u32>> {
             if b.len() % 4 != 0 {
                 return Err(PyValueError::new_err(format!("packed {what} is not a whole number of u32")));
@@ -219,7 +200,7 @@ impl PyCoreTokenizer {
             entries.push((id, data[at..at + l as usize].to_vec()));
             at += l as usize;
         }
-        Self::build(py, entries, specials, Options { algorithm, boundary_penalty, token_preference })
+        Self::build(py, entries, specials, PyOptions::or_default(options))
     }
 
     /// The regular tokens packed: (concatenated bytes, u32 LE lengths, u32 LE ids), id order.
@@ -237,19 +218,11 @@ impl PyCoreTokenizer {
     }
 
     /// A new tokenizer over the same vocabulary with other options.
-    #[pyo3(signature = (algorithm, boundary_penalty, token_preference))]
-    fn with_options(
-        &self,
-        py: Python<'_>,
-        algorithm: &str,
-        boundary_penalty: f64,
-        token_preference: bool,
-    ) -> PyResult<Self> {
-        let algorithm = parse_algorithm(algorithm)?;
+    fn with_options(&self, py: Python<'_>, options: &Bound<'_, PyOptions>) -> PyResult<Self> {
         let entries: Vec<(u32, Vec<u8>)> =
             self.inner.vocab().iter().map(|(i, t)| (i, t.to_vec())).collect();
         let specials = self.inner.specials().to_vec();
-        Self::build(py, entries, specials, Options { algorithm, boundary_penalty, token_preference })
+        Self::build(py, entries, specials, options.get().inner)
     }
 
     #[pyo3(signature = (text, allowed=None))]
@@ -262,7 +235,7 @@ impl PyCoreTokenizer {
         let data = str_data(text)?;
         let mut buf = Vec::new();
         let bytes = data.utf8(&mut buf).map_err(|_| surrogate_error(None))?;
-        self.encode_detached(py, bytes, allowed)
+        self.encode_detached(py, bytes.unwrap_or(&buf), allowed)
     }
 
     #[pyo3(signature = (data, allowed=None))]
@@ -353,7 +326,7 @@ impl PyCoreTokenizer {
         let data = str_data(text)?;
         let mut buf = Vec::new();
         let bytes = data.utf8(&mut buf).map_err(|_| surrogate_error(None))?;
-        self.with_offsets_detached(py, bytes, allowed, OffsetUnit::Char)
+        self.with_offsets_detached(py, bytes.unwrap_or(&buf), allowed, OffsetUnit::Char)
     }
 
     /// `encode_bytes` and each token's `(start, end)` byte span in `data`.
@@ -404,28 +377,20 @@ impl PyCoreTokenizer {
     }
 
     fn decode_bytes<'py>(&self, py: Python<'py>, ids: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
-        let ids = read_ids(ids)?;
-        let out = self.inner.decode(&ids).map_err(|e| to_py(py, e))?;
-        Ok(PyBytes::new(py, &out))
+        let read = read_ids(ids)?;
+        // An unknown id before the first out-of-range one is reported first (index order).
+        let out = self.inner.decode(&read.ids).map_err(|e| to_py(py, e))?;
+        match read.out_of_range {
+            Some(shown) => Err(unknown_id(py, &shown)),
+            None => Ok(PyBytes::new(py, &out)),
+        }
     }
 
     fn id_to_token<'py>(&self, py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
-        if id.is_instance_of::<pyo3::types::PyBool>() {
-            return Err(PyTypeError::new_err("a token id must be an integer, got bool"));
+        match read_id(id)?.and_then(|i| self.inner.id_bytes(i)) {
+            Some(b) => Ok(PyBytes::new(py, b)),
+            None => Err(unknown_id(py, &id.str().map(|s| s.to_string()).unwrap_or_default())),
         }
-        let id = match id.extract::<i64>() {
-            Ok(v) => v,
-            Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => {
-                let shown = id.str().map(|s| s.to_string()).unwrap_or_default();
-                return Err(unknown_id(py, &shown));
-            }
-            Err(_) => return Err(PyTypeError::new_err("a token id must be an integer")),
-        };
-        let b = u32::try_from(id)
-            .ok()
-            .and_then(|i| self.inner.id_bytes(i))
-            .ok_or_else(|| to_py(py, Error::UnknownId(id)))?;
-        Ok(PyBytes::new(py, b))
     }
 
     fn token_to_id(&self, token: &[u8]) -> Option<u32> {
@@ -455,22 +420,10 @@ impl PyCoreTokenizer {
         self.inner.specials().iter().map(|(b, id)| (PyBytes::new(py, b), *id)).collect()
     }
 
+    /// The encoding options.
     #[getter]
-    fn algorithm(&self) -> &'static str {
-        match self.inner.options().algorithm {
-            Algorithm::Mce => "mce",
-            Algorithm::Fmm => "fmm",
-        }
-    }
-
-    #[getter]
-    fn boundary_penalty(&self) -> f64 {
-        self.inner.options().boundary_penalty
-    }
-
-    #[getter]
-    fn token_preference(&self) -> bool {
-        self.inner.options().token_preference
+    fn options(&self) -> PyOptions {
+        PyOptions { inner: self.inner.options() }
     }
 
     /// Ids in use, special tokens included.

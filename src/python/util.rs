@@ -7,14 +7,12 @@ use pyo3::exceptions::{PyKeyError, PyOSError, PyRuntimeError, PyTypeError, PyVal
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
-use crate::mce::Algorithm;
 use crate::Error;
 
 pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
     match e {
         Error::Value(m) => PyValueError::new_err(m),
         Error::Io(m) => PyOSError::new_err(m),
-        Error::Interrupted => pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"),
         Error::UnknownId(id) => unknown_id(py, &id.to_string()),
     }
 }
@@ -43,23 +41,36 @@ pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> PyResult<T> {
     })
 }
 
-pub(crate) fn parse_algorithm(s: &str) -> PyResult<Algorithm> {
-    match s {
-        "mce" => Ok(Algorithm::Mce),
-        "fmm" => Ok(Algorithm::Fmm),
-        _ => Err(PyValueError::new_err(format!(
-            "algorithm must be \"mce\" or \"fmm\", got {s:?}"
-        ))),
+/// One id from Python (an int, a numpy integer, ...): `Ok(Some(id))`, or `Ok(None)` for an
+/// integer that is no u32 (negative or too large: an unknown id); an int beyond i64 raises
+/// `UnknownIdError` at once, a bool or a non-integer `TypeError`.
+pub(crate) fn read_id(item: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
+    let type_name = || item.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+    if item.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(PyTypeError::new_err("token ids must be integers, got bool"));
+    }
+    match item.extract::<i64>() {
+        Ok(v) => Ok(u32::try_from(v).ok()),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(item.py()) => {
+            Err(unknown_id(item.py(), &item.str().map(|s| s.to_string()).unwrap_or_default()))
+        }
+        Err(_) => Err(PyTypeError::new_err(format!("token ids must be integers, got {}", type_name()))),
     }
 }
 
-/// Reads a sequence of ids (ints, numpy integers, ...) as i64; values beyond i64 are reported
-/// as unknown ids.
-pub(crate) fn read_ids(ids: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
+/// A sequence of ids read from Python: the ids before the first one that is no u32, and that
+/// one (shown as Python shows it).
+pub(crate) struct Ids {
+    pub(crate) ids: Vec<u32>,
+    pub(crate) out_of_range: Option<String>,
+}
+
+/// Reads a sequence of ids (every item is type-checked, see [`read_id`]).
+pub(crate) fn read_ids(ids: &Bound<'_, PyAny>) -> PyResult<Ids> {
     if ids.is_instance_of::<PyString>() || ids.is_instance_of::<PyBytes>() {
         return Err(PyTypeError::new_err("ids must be a sequence of integers, not a string"));
     }
-    let mut out = Vec::with_capacity(ids.len().unwrap_or(0));
+    let mut out = Ids { ids: Vec::with_capacity(ids.len().unwrap_or(0)), out_of_range: None };
     for item in ids.try_iter().map_err(|_| {
         PyTypeError::new_err(format!(
             "ids must be a sequence of integers, got {}",
@@ -67,20 +78,12 @@ pub(crate) fn read_ids(ids: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
         ))
     })? {
         let item = item?;
-        if item.is_instance_of::<pyo3::types::PyBool>() {
-            return Err(PyTypeError::new_err("ids must be integers, got bool"));
-        }
-        match item.extract::<i64>() {
-            Ok(v) => out.push(v),
-            Err(e) => {
-                if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(ids.py()) {
-                    let shown = item.str().map(|s| s.to_string()).unwrap_or_default();
-                    return Err(unknown_id(ids.py(), &shown));
-                } else {
-                    return Err(PyTypeError::new_err(format!(
-                        "ids must be integers, got {}",
-                        item.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-                    )));
+        match read_id(&item)? {
+            Some(id) if out.out_of_range.is_none() => out.ids.push(id),
+            Some(_) => {}
+            None => {
+                if out.out_of_range.is_none() {
+                    out.out_of_range = Some(item.str().map(|s| s.to_string()).unwrap_or_default());
                 }
             }
         }
@@ -117,4 +120,63 @@ pub(crate) fn str_bytes<'a>(docs: &'a [Bound<'_, PyString>]) -> PyResult<Vec<&'a
             })
         })
         .collect()
+}
+
+/// A positive int argument (`ValueError` otherwise, bools included).
+pub(crate) fn read_positive(v: &Bound<'_, PyAny>, name: &str) -> PyResult<usize> {
+    let bad = || {
+        let shown = v.repr().map(|r| r.to_string()).unwrap_or_default();
+        PyValueError::new_err(format!("{name} must be a positive int, got {shown}"))
+    };
+    if v.is_instance_of::<pyo3::types::PyBool>() || !v.is_instance_of::<pyo3::types::PyInt>() {
+        return Err(bad());
+    }
+    match v.extract::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(bad()),
+    }
+}
+
+/// One counting round from Python: a `(min_length, max_length, threshold)` int triple (a tuple
+/// or any sequence of three); negative values are refused here, the rest by the core.
+pub(crate) fn read_round(item: &Bound<'_, PyAny>) -> PyResult<crate::Round> {
+    let shape = || PyTypeError::new_err("rounds must be a sequence of (min_length, max_length, threshold) triples");
+    if item.is_instance_of::<PyString>() || item.is_instance_of::<PyBytes>() {
+        return Err(shape());
+    }
+    let parts: Vec<Bound<'_, PyAny>> =
+        item.try_iter().and_then(|it| it.collect::<PyResult<Vec<_>>>()).map_err(|_| shape())?;
+    let [a, b, t] = parts.as_slice() else { return Err(shape()) };
+    let int = |x: &Bound<'_, PyAny>| -> PyResult<i64> {
+        if x.is_instance_of::<pyo3::types::PyBool>() {
+            return Err(shape());
+        }
+        x.extract::<i64>().map_err(|_| shape())
+    };
+    let (a, b, t) = (int(a)?, int(b)?, int(t)?);
+    match (usize::try_from(a), usize::try_from(b), u64::try_from(t)) {
+        (Ok(min_len), Ok(max_len), Ok(threshold)) => Ok(crate::Round { min_len, max_len, threshold }),
+        _ => Err(PyValueError::new_err(format!("bad round ({a}, {b}, {t}): need 1 <= min <= max and threshold >= 0"))),
+    }
+}
+
+/// Counting rounds from Python (see [`read_round`]), checked by the core.
+pub(crate) fn read_rounds(v: &Bound<'_, PyAny>) -> PyResult<Vec<crate::Round>> {
+    if v.is_instance_of::<PyString>() || v.is_instance_of::<PyBytes>() {
+        return Err(PyTypeError::new_err("rounds must be a sequence of (min_length, max_length, threshold) triples"));
+    }
+    let items = v.try_iter().map_err(|_| {
+        PyTypeError::new_err("rounds must be a sequence of (min_length, max_length, threshold) triples")
+    })?;
+    let mut out = Vec::new();
+    for item in items {
+        out.push(read_round(&item?)?);
+    }
+    crate::validate_rounds(&out).map_err(|e| to_py(v.py(), e))?;
+    Ok(out)
+}
+
+/// The rounds as Python triples.
+pub(crate) fn rounds_tuple(rounds: &[crate::Round]) -> Vec<(usize, usize, u64)> {
+    rounds.iter().map(|r| (r.min_len, r.max_len, r.threshold)).collect()
 }

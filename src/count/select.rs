@@ -1,0 +1,104 @@
+//! What a finished round keeps (Algorithm 1's threshold, then the `raw_vocab_size` cut).
+//!
+//! Every distinct candidate of the round is offered once with its exact count, in any order.
+//! Kept: the candidates at the round's threshold whose count reaches a later round's threshold
+//! (they go into that round's trie), and the best `m` (count descending, ties by bytes) of the
+//! others, which contain the final raw vocabulary. A running cutoff drops most low counts without
+//! storing them. The outcome does not depend on the order of the offers.
+
+use super::cands::Cands;
+
+/// The selection of one round.
+pub(crate) struct Selector {
+    threshold: u64,
+    future: Option<u64>,
+    m: usize,
+    direct: Cands,
+    low: Cands,
+    cutoff: u64,
+    distinct: u64,
+    retained: u64,
+}
+
+/// What a round's selection gives: the candidates that can still matter, sorted by count
+/// descending (ties by bytes), and how many distinct candidates were offered and retained.
+pub(crate) struct Selected {
+    pub(crate) kept: Cands,
+    pub(crate) distinct: u64,
+    pub(crate) retained: u64,
+}
+
+impl Selector {
+    /// `threshold`: this round's; `future`: the lowest threshold of the later rounds (None after
+    /// the last round); `m`: the raw vocabulary size.
+    pub(crate) fn new(threshold: u64, future: Option<u64>, m: usize) -> Self {
+        Selector {
+            threshold,
+            future,
+            m,
+            direct: Cands::default(),
+            low: Cands::default(),
+            cutoff: 0,
+            distinct: 0,
+            retained: 0,
+        }
+    }
+
+    /// Counts one distinct candidate with count `c` and tells whether it must be stored: when
+    /// true, pass its bytes to [`Selector::keep`]. (Callers that hold candidates in another form
+    /// ask first and write the bytes only when needed.)
+    #[inline]
+    pub(crate) fn wants(&mut self, c: u64) -> bool {
+        self.distinct += 1;
+        if c < self.threshold {
+            return false;
+        }
+        self.retained += 1;
+        self.future.is_some_and(|f| c >= f) || c >= self.cutoff
+    }
+
+    /// Stores a candidate for which [`Selector::wants`] said true.
+    #[inline]
+    pub(crate) fn keep(&mut self, k: &[u8], c: u64) {
+        if self.future.is_some_and(|f| c >= f) {
+            self.direct.push(k, c);
+        } else {
+            self.low.push(k, c);
+            if self.low.len() >= prune_trigger(self.m) {
+                self.cutoff = self.low.prune_top(self.m);
+            }
+        }
+    }
+
+    /// [`Selector::wants`] and, when wanted, [`Selector::keep`].
+    #[inline]
+    pub(crate) fn offer(&mut self, k: &[u8], c: u64) {
+        if self.wants(c) {
+            self.keep(k, c);
+        }
+    }
+
+    /// The round's outcome joined with what earlier rounds kept.
+    pub(crate) fn finish(self, earlier: Cands) -> Selected {
+        let Selector { future, m, direct, mut low, distinct, retained, .. } = self;
+        let mut all = earlier;
+        all.extend(&direct);
+        drop(direct);
+        low.prune_top(m);
+        all.extend(&low);
+        drop(low);
+        all.sort();
+        all.retain(|i, c| i < m || future.is_some_and(|f| c >= f));
+        Selected { kept: all, distinct, retained }
+    }
+}
+
+/// Buffer size at which the low candidates are pruned to the best `m` (small in tests so that
+/// the pruning path runs on small corpora).
+fn prune_trigger(m: usize) -> usize {
+    if cfg!(test) {
+        m.saturating_mul(2).saturating_add(2)
+    } else {
+        m.max(1 << 16).saturating_mul(2)
+    }
+}

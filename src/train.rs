@@ -1,0 +1,580 @@
+//! CNF training driven by the core (paper section 3.1; SPEC section 4): the counting rounds,
+//! their thresholds, the filtering pass, the selection and the special tokens, ending in a
+//! [`Tokenizer`]. Whoever holds the documents only streams them in, once per pass.
+//!
+//! [`train`] does everything for a corpus it can read several times. [`Trainer`] is the same
+//! run one pass at a time, for drivers that read the documents themselves (the Python package:
+//! file readers, progress bars, Ctrl-C between batches) and for distributed runs, which replace
+//! a pass's [`Trainer::add`] calls by the merged results of blocks counted elsewhere
+//! ([`count_block`](crate::count_block) and [`Trainer::end_pass_with_counts`];
+//! [`Filter::usage_of`] and [`Trainer::end_pass_with_usage`]). The result is the same whichever
+//! way the passes are fed.
+//!
+//! ```
+//! use cnfmce::{train, TrainConfig};
+//! let docs = ["the cat sat on the mat", "the dog sat on the log", "the cat and the dog"];
+//! let config = TrainConfig { vocab_size: 300, special_tokens: vec!["<|end|>".into()], ..TrainConfig::default() };
+//! let tok = train(|| docs.iter(), config).unwrap();
+//! assert_eq!(tok.num_ids(), 300);
+//! assert_eq!(tok.token_to_id(b"<|end|>"), Some(299));
+//! let ids = tok.encode(b"the cat", None);
+//! assert!(ids.len() < 7);
+//! assert_eq!(tok.decode(&ids).unwrap(), b"the cat");
+//! ```
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::count::{validate_rounds, Counter, Round, RoundStats, Survivors, DEFAULT_ROUNDS};
+use crate::count::BlockCounts;
+use crate::error::Error;
+use crate::filter::{BlockUsage, Filter};
+use crate::options::{Algorithm, Options};
+use crate::tokenizer::Tokenizer;
+
+/// `vocab_size` when none is given (the paper's 250,000).
+pub const DEFAULT_VOCAB_SIZE: usize = 250_000;
+
+/// `raw_vocab_size` of counting alone (`cnfmce.count`, `cnfmce count`), which knows no
+/// `vocab_size`: the paper's 5,000,000.
+pub const DEFAULT_COUNT_RAW_VOCAB_SIZE: usize = 5_000_000;
+
+/// `raw_vocab_size` of training when none is given is this multiple of `vocab_size` (see
+/// [`default_raw_vocab_size`]). Provisional: the measurement that fixes it is documented in
+/// `docs/results/`.
+pub const RAW_VOCAB_PER_TOKEN: usize = 10;
+
+/// The `raw_vocab_size` training uses for `vocab_size` when none is given.
+pub fn default_raw_vocab_size(vocab_size: usize) -> usize {
+    vocab_size.saturating_mul(RAW_VOCAB_PER_TOKEN)
+}
+
+/// Counting-table bytes before spilling when no budget is given.
+pub const DEFAULT_MEMORY_BUDGET: usize = 1 << 30;
+
+/// About how many bytes of documents [`train`] hands to a pass at a time.
+pub const BATCH_BYTES: usize = 2 << 20;
+
+/// What to train (SPEC section 4).
+#[derive(Clone, Debug)]
+pub struct TrainConfig {
+    /// Ids in use in the result: byte tokens and special tokens included.
+    pub vocab_size: usize,
+    /// Candidates kept by counting. `None`: [`default_raw_vocab_size`] when counting, all the
+    /// counts when they are given ([`Trainer::use_counts`]).
+    pub raw_vocab_size: Option<usize>,
+    pub rounds: Vec<Round>,
+    /// Special tokens; they get the ids after the regular ones, in this order.
+    pub special_tokens: Vec<String>,
+    /// The options of the result; filtering uses its λ and ε with MCE.
+    pub options: Options,
+    /// Bytes the counting table may hold before it spills to disk.
+    pub memory_budget: usize,
+    /// Where spill runs are written. `None`: a new directory under the system's temporary
+    /// directory, removed when the trainer is dropped.
+    pub tmp_dir: Option<PathBuf>,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            vocab_size: DEFAULT_VOCAB_SIZE,
+            raw_vocab_size: None,
+            rounds: DEFAULT_ROUNDS.to_vec(),
+            special_tokens: Vec::new(),
+            options: Options::default(),
+            memory_budget: DEFAULT_MEMORY_BUDGET,
+            tmp_dir: None,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Every check of a training run's arguments (made before any document is read).
+    fn check(&self) -> Result<(), Error> {
+        validate_rounds(&self.rounds)?;
+        if self.raw_vocab_size == Some(0) {
+            return Err(Error::Value("raw_vocab_size must be a positive int, got 0".into()));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for s in &self.special_tokens {
+            if s.is_empty() {
+                return Err(Error::Value("special tokens must be non-empty strings, got ''".into()));
+            }
+            if !seen.insert(s.as_str()) {
+                return Err(Error::Value(format!("special_tokens has duplicates ({s:?})")));
+            }
+        }
+        if self.vocab_size < 256 + self.special_tokens.len() {
+            return Err(Error::Value(format!(
+                "vocab_size {} is too small: it must hold the 256 single bytes plus {} special tokens",
+                self.vocab_size,
+                self.special_tokens.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Regular tokens in the result.
+    fn regular(&self) -> usize {
+        self.vocab_size - self.special_tokens.len()
+    }
+}
+
+/// One pass over the corpus.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    /// Counting round `index` (of the configured rounds).
+    Count { index: usize, round: Round },
+    /// Filtering: usage of the raw vocabulary under MCE.
+    Filter,
+}
+
+/// Statistics of a finished pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PassStats {
+    Count(RoundStats),
+    Filter(FilterStats),
+}
+
+/// Statistics of the filtering pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilterStats {
+    /// Size of the raw vocabulary (missing single bytes included).
+    pub raw_vocab_size: usize,
+    /// Tokens produced and bytes encoded with the raw vocabulary.
+    pub tokens: u64,
+    pub bytes: u64,
+}
+
+/// A trained tokenizer with what the run measured.
+pub struct Trained {
+    pub tokenizer: Tokenizer,
+    pub stats: FilterStats,
+    /// Tokens of the result that were used in the filtering pass.
+    pub used_tokens: usize,
+    /// Set when the result has fewer ids than `vocab_size` (a raw vocabulary too small).
+    pub warning: Option<String>,
+}
+
+enum Stage {
+    Counting(Counter),
+    Filtering(Filter),
+    Filtered(Filter, FilterStats),
+    /// Between two stages (or after a failed change of stage).
+    Empty,
+}
+
+/// A training run, one pass at a time (see the module documentation):
+///
+/// ```
+/// use cnfmce::{Trainer, TrainConfig};
+/// let docs: Vec<&[u8]> = vec![b"low lower lowest", b"new newer newest"];
+/// let mut t = Trainer::new(TrainConfig { vocab_size: 270, ..TrainConfig::default() }).unwrap();
+/// while let Some(_pass) = t.next_pass() {
+///     t.begin_pass().unwrap();
+///     t.add(&docs).unwrap(); // in batches, as many calls as needed
+///     t.end_pass().unwrap();
+/// }
+/// let trained = t.finish().unwrap();
+/// assert_eq!(trained.tokenizer.num_ids(), 270);
+/// ```
+pub struct Trainer {
+    config: TrainConfig,
+    stage: Stage,
+    /// The pass in progress.
+    current: Option<Pass>,
+    /// A spill directory this trainer made (removed on drop).
+    own_tmp: Option<PathBuf>,
+}
+
+impl Trainer {
+    /// Checks the configuration (nothing is read or written yet).
+    pub fn new(config: TrainConfig) -> Result<Self, Error> {
+        config.check()?;
+        let raw = config.raw_vocab_size.unwrap_or_else(|| default_raw_vocab_size(config.vocab_size));
+        let (tmp, own_tmp) = match &config.tmp_dir {
+            Some(d) => (d.clone(), None),
+            None => {
+                static SEQ: AtomicUsize = AtomicUsize::new(0);
+                let name = format!("cnfmce-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+                let d = std::env::temp_dir().join(name);
+                (d.clone(), Some(d))
+            }
+        };
+        let counter = Counter::new(config.rounds.clone(), raw, config.memory_budget, tmp)?;
+        Ok(Trainer { config, stage: Stage::Counting(counter), current: None, own_tmp })
+    }
+
+    /// Starts from counts made earlier (a mapping candidate → count, e.g. merged from several
+    /// `count` runs) instead of counting: the next pass is the filtering pass. The raw
+    /// vocabulary is the best `raw_vocab_size` of them (all when it is `None`), ranked by count,
+    /// ties by bytes.
+    pub fn use_counts(&mut self, counts: Vec<(Vec<u8>, u64)>) -> Result<(), Error> {
+        match &self.stage {
+            Stage::Counting(c) if c.round() == 0 && self.current.is_none() => {}
+            _ => return Err(Error::Value("counts can only be given before the first pass".into())),
+        }
+        let raw = Filter::rank(counts, self.config.raw_vocab_size)?;
+        self.stage = Stage::Filtering(Filter::new(raw, self.filter_options())?);
+        Ok(())
+    }
+
+    pub fn config(&self) -> &TrainConfig {
+        &self.config
+    }
+
+    /// Estimated bytes of the counting table (0 outside counting passes).
+    pub fn table_bytes(&self) -> usize {
+        match &self.stage {
+            Stage::Counting(c) => c.table_bytes(),
+            _ => 0,
+        }
+    }
+
+    /// Filtering encodes with MCE, whatever algorithm the result will use.
+    fn filter_options(&self) -> Options {
+        self.config.options.with_algorithm(Algorithm::Mce)
+    }
+
+    /// The pass to run next (the one in progress, if any); `None` when all passes are done.
+    pub fn next_pass(&self) -> Option<Pass> {
+        if let Some(p) = self.current {
+            return Some(p);
+        }
+        match &self.stage {
+            Stage::Counting(c) => {
+                let index = c.round();
+                Some(Pass::Count { index, round: c.rounds()[index] })
+            }
+            Stage::Filtering(_) => Some(Pass::Filter),
+            Stage::Filtered(..) | Stage::Empty => None,
+        }
+    }
+
+    /// Starts the next pass.
+    pub fn begin_pass(&mut self) -> Result<Pass, Error> {
+        if self.current.is_some() {
+            return Err(Error::Value("a pass is already in progress".into()));
+        }
+        let pass = self.next_pass().ok_or_else(|| Error::Value("all passes are done".into()))?;
+        if let (Stage::Counting(c), Some(dir)) = (&mut self.stage, &self.own_tmp) {
+            if c.round() == 0 {
+                std::fs::create_dir_all(dir).map_err(|e| Error::Io(format!("{}: {e}", dir.display())))?;
+            }
+            c.begin_round()?;
+        } else if let Stage::Counting(c) = &mut self.stage {
+            c.begin_round()?;
+        }
+        self.current = Some(pass);
+        Ok(pass)
+    }
+
+    /// Feeds a batch of documents to the pass in progress (parallel on the current rayon pool).
+    pub fn add(&mut self, docs: &[&[u8]]) -> Result<(), Error> {
+        self.in_pass()?;
+        match &mut self.stage {
+            Stage::Counting(c) => c.add(docs),
+            Stage::Filtering(f) => {
+                f.add(docs);
+                Ok(())
+            }
+            Stage::Filtered(..) | Stage::Empty => unreachable!("no pass after filtering"),
+        }
+    }
+
+    fn in_pass(&self) -> Result<Pass, Error> {
+        self.current.ok_or_else(|| Error::Value("no pass in progress: call begin_pass".into()))
+    }
+
+    /// Ends the pass in progress.
+    pub fn end_pass(&mut self) -> Result<PassStats, Error> {
+        self.in_pass()?;
+        match &mut self.stage {
+            Stage::Counting(c) => {
+                let st = c.end_round()?;
+                self.after_round(st)
+            }
+            Stage::Filtering(_) => self.after_filter(),
+            Stage::Filtered(..) | Stage::Empty => unreachable!("no pass after filtering"),
+        }
+    }
+
+    /// In a counting pass: the survivors of earlier rounds that [`count_block`](crate::count_block)
+    /// needs to count a block of this round elsewhere.
+    pub fn survivors(&self) -> Result<Survivors, Error> {
+        match (&self.stage, self.in_pass()?) {
+            (Stage::Counting(c), _) => c.survivors(),
+            _ => Err(Error::Value("survivors exist only in a counting pass".into())),
+        }
+    }
+
+    /// Ends a counting pass with the merged counts of its blocks (instead of [`Trainer::add`]).
+    pub fn end_pass_with_counts(&mut self, counts: &BlockCounts) -> Result<PassStats, Error> {
+        self.in_pass()?;
+        match &mut self.stage {
+            Stage::Counting(c) => {
+                let st = c.end_round_with(counts)?;
+                self.after_round(st)
+            }
+            _ => Err(Error::Value("the pass in progress is not a counting pass".into())),
+        }
+    }
+
+    /// In the filtering pass: the filter over the raw vocabulary (its tokens, in raw-id order,
+    /// are what the machines of a distributed run build their own filter from).
+    pub fn filter(&self) -> Result<&Filter, Error> {
+        match &self.stage {
+            Stage::Filtering(f) => Ok(f),
+            _ => Err(Error::Value("the filter exists only in the filtering pass".into())),
+        }
+    }
+
+    /// Ends the filtering pass with the summed usage of its blocks (instead of [`Trainer::add`]).
+    pub fn end_pass_with_usage(&mut self, usage: &BlockUsage) -> Result<PassStats, Error> {
+        self.in_pass()?;
+        match &mut self.stage {
+            Stage::Filtering(f) => f.add_usage(usage)?,
+            _ => return Err(Error::Value("the pass in progress is not the filtering pass".into())),
+        }
+        self.after_filter()
+    }
+
+    fn after_round(&mut self, st: RoundStats) -> Result<PassStats, Error> {
+        self.current = None;
+        let Stage::Counting(c) = &self.stage else { unreachable!("a counting pass ended") };
+        if c.round() == c.rounds().len() {
+            let counts = c.result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
+            // The counter (and its memory) goes before the filter is built.
+            self.stage = Stage::Empty;
+            let raw = Filter::rank(counts, None)?;
+            self.stage = Stage::Filtering(Filter::new(raw, self.filter_options())?);
+        }
+        Ok(PassStats::Count(st))
+    }
+
+    fn after_filter(&mut self) -> Result<PassStats, Error> {
+        self.current = None;
+        let Stage::Filtering(f) = std::mem::replace(&mut self.stage, Stage::Empty) else {
+            unreachable!("the filtering pass ended")
+        };
+        let (tokens, bytes) = f.totals();
+        if bytes == 0 {
+            self.stage = Stage::Filtering(f);
+            return Err(Error::Value("the corpus is empty: no text to train on".into()));
+        }
+        let stats = FilterStats { raw_vocab_size: f.vocab().len(), tokens, bytes };
+        self.stage = Stage::Filtered(f, stats.clone());
+        Ok(PassStats::Filter(stats))
+    }
+
+    /// The final vocabulary: the `vocab_size - len(special_tokens)` most used tokens (all 256
+    /// single bytes included) in id order by usage, then the special tokens.
+    pub fn finish(&self) -> Result<Trained, Error> {
+        let Stage::Filtered(f, stats) = &self.stage else {
+            return Err(Error::Value("training is not finished: run every pass first".into()));
+        };
+        let k = self.config.regular();
+        let selected = f.select(k)?;
+        let used_tokens = selected.iter().filter(|s| s.usage > 0).count();
+        let n = selected.len();
+        let entries: Vec<(u32, Vec<u8>)> =
+            selected.into_iter().enumerate().map(|(i, s)| (i as u32, s.token)).collect();
+        let specials: Vec<(Vec<u8>, u32)> = (self.config.special_tokens.iter())
+            .enumerate()
+            .map(|(i, s)| (s.as_bytes().to_vec(), (n + i) as u32))
+            .collect();
+        let warning = (n < k).then(|| {
+            format!(
+                "the raw vocabulary has only {} tokens: the result has {} ids instead of {}",
+                stats.raw_vocab_size,
+                n + specials.len(),
+                self.config.vocab_size
+            )
+        });
+        let tokenizer = Tokenizer::new(entries, specials, self.config.options)?;
+        Ok(Trained { tokenizer, stats: stats.clone(), used_tokens, warning })
+    }
+}
+
+impl Drop for Trainer {
+    fn drop(&mut self) {
+        if let Some(d) = &self.own_tmp {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// Trains a tokenizer on the documents `corpus()` yields (called once per pass: three counting
+/// rounds and the filtering pass with the default rounds).
+pub fn train<F, I>(mut corpus: F, config: TrainConfig) -> Result<Tokenizer, Error>
+where
+    F: FnMut() -> I,
+    I: IntoIterator,
+    I::Item: AsRef<[u8]>,
+{
+    let mut t = Trainer::new(config)?;
+    while t.next_pass().is_some() {
+        t.begin_pass()?;
+        let mut batch = Vec::new();
+        let mut size = 0usize;
+        for doc in corpus() {
+            size += doc.as_ref().len();
+            batch.push(doc);
+            if size >= BATCH_BYTES {
+                t.add(&batch.iter().map(|d| d.as_ref()).collect::<Vec<_>>())?;
+                batch.clear();
+                size = 0;
+            }
+        }
+        if !batch.is_empty() {
+            t.add(&batch.iter().map(|d| d.as_ref()).collect::<Vec<_>>())?;
+        }
+        t.end_pass()?;
+    }
+    Ok(t.finish()?.tokenizer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::count::count_block;
+
+    const DOCS: &[&str] = &[
+        "the cat sat on the mat; the cat sat on the hat",
+        "co-advisor co-advisor co-advisors 漢字漢字 かなカナ e\u{301}te\u{301}",
+        "1600 B.C. was a significant year in human history.",
+        "the the the the the cat cat and the dog, the dog",
+        "    indented code() { return x + y; }\n    indented code() { return x - y; }",
+    ];
+
+    fn config() -> TrainConfig {
+        TrainConfig {
+            vocab_size: 300,
+            raw_vocab_size: Some(400),
+            rounds: vec![
+                Round { min_len: 1, max_len: 6, threshold: 0 },
+                Round { min_len: 7, max_len: 12, threshold: 2 },
+                Round { min_len: 13, max_len: 20, threshold: 2 },
+            ],
+            special_tokens: vec!["<|end|>".into(), "<|pad|>".into()],
+            options: Options::new(Algorithm::Mce, 0.1, true).unwrap(),
+            ..TrainConfig::default()
+        }
+    }
+
+    fn vocabulary(t: &Tokenizer) -> (Vec<(u32, Vec<u8>)>, Vec<(Vec<u8>, u32)>, Options) {
+        (t.vocab().iter().map(|(i, b)| (i, b.to_vec())).collect(), t.specials().to_vec(), t.options())
+    }
+
+    /// The distributed protocol: every pass fed by blocks (any partition, merged in any order)
+    /// that travel as bytes, gives the tokenizer of the local run.
+    #[test]
+    fn blocks_give_the_local_tokenizer() {
+        let local = train(|| DOCS.iter(), config()).unwrap();
+        let docs: Vec<&[u8]> = DOCS.iter().map(|d| d.as_bytes()).collect();
+        for (split, reverse) in [(1, false), (2, true), (3, false), (5, true)] {
+            let mut t = Trainer::new(config()).unwrap();
+            while let Some(pass) = t.begin_pass().ok() {
+                let mut blocks: Vec<&[&[u8]]> = docs.chunks(split).collect();
+                if reverse {
+                    blocks.reverse();
+                }
+                match pass {
+                    Pass::Count { round, .. } => {
+                        let survivors = Survivors::from_bytes(&t.survivors().unwrap().to_bytes()).unwrap();
+                        let mut total = BlockCounts::default();
+                        for b in blocks {
+                            let part = BlockCounts::from_bytes(&count_block(b, &round, &survivors).to_bytes()).unwrap();
+                            total = total.merge(&part).unwrap();
+                        }
+                        t.end_pass_with_counts(&total).unwrap();
+                    }
+                    Pass::Filter => {
+                        // Each machine builds its own filter from the raw vocabulary's tokens.
+                        let raw: Vec<Vec<u8>> = t.filter().unwrap().vocab().iter().map(|(_, b)| b.to_vec()).collect();
+                        let worker = Filter::new(raw, t.config().options.with_algorithm(Algorithm::Mce)).unwrap();
+                        let mut total = BlockUsage::default();
+                        for b in blocks {
+                            total = BlockUsage::from_bytes(&worker.usage_of(b).to_bytes()).unwrap().merge(&total).unwrap();
+                        }
+                        t.end_pass_with_usage(&total).unwrap();
+                    }
+                }
+            }
+            let got = t.finish().unwrap().tokenizer;
+            assert_eq!(vocabulary(&got), vocabulary(&local), "blocks of {split}");
+        }
+        assert_eq!(local.num_ids(), 300);
+        assert_eq!(local.specials(), &[(b"<|end|>".to_vec(), 298), (b"<|pad|>".to_vec(), 299)]);
+        // ids by usage, all single bytes present
+        assert_eq!((0..=255u8).filter(|b| local.token_to_id(&[*b]).is_some()).count(), 256);
+    }
+
+    #[test]
+    fn counts_given_and_documents_in_any_order() {
+        let local = train(|| DOCS.iter(), config()).unwrap();
+        let rev = train(|| DOCS.iter().rev(), config()).unwrap();
+        assert_eq!(vocabulary(&rev), vocabulary(&local));
+        // train = counting, then filtering from the counts
+        let mut c = Counter::new(config().rounds, 400, 1 << 30, std::env::temp_dir()).unwrap();
+        let docs: Vec<&[u8]> = DOCS.iter().map(|d| d.as_bytes()).collect();
+        for _ in 0..3 {
+            c.begin_round().unwrap();
+            c.add(&docs).unwrap();
+            c.end_round().unwrap();
+        }
+        let counts: Vec<(Vec<u8>, u64)> = c.result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
+        let mut t = Trainer::new(config()).unwrap();
+        t.use_counts(counts).unwrap();
+        assert_eq!(t.next_pass(), Some(Pass::Filter));
+        t.begin_pass().unwrap();
+        t.add(&docs).unwrap();
+        assert!(matches!(t.end_pass().unwrap(), PassStats::Filter(FilterStats { raw_vocab_size: 400.., .. })));
+        assert_eq!(vocabulary(&t.finish().unwrap().tokenizer), vocabulary(&local));
+    }
+
+    #[test]
+    fn checks_come_first() {
+        let bad = |f: fn(&mut TrainConfig)| {
+            let mut c = config();
+            f(&mut c);
+            Trainer::new(c).err().expect("refused")
+        };
+        bad(|c| c.vocab_size = 257);
+        bad(|c| c.special_tokens = vec!["a".into(), "a".into()]);
+        bad(|c| c.special_tokens = vec![String::new()]);
+        bad(|c| c.raw_vocab_size = Some(0));
+        bad(|c| c.rounds = vec![]);
+        let mut t = Trainer::new(config()).unwrap();
+        assert!(t.add(&[b"x"]).is_err()); // no pass begun
+        assert!(t.end_pass().is_err());
+        t.begin_pass().unwrap();
+        assert!(t.begin_pass().is_err());
+        assert!(t.use_counts(vec![]).is_err());
+        let empty = t.end_pass().err().expect("empty corpus");
+        assert!(empty.to_string().contains("empty"), "{empty}");
+        let e = train(|| Vec::<&str>::new(), config()).err().expect("empty corpus");
+        assert!(e.to_string().contains("empty"));
+        assert!(Trainer::new(config()).unwrap().finish().is_err());
+    }
+
+    #[test]
+    fn own_spill_directory_is_removed() {
+        let mut c = config();
+        c.memory_budget = 1; // spill at every check
+        let mut t = Trainer::new(c).unwrap();
+        let dir = t.own_tmp.clone().unwrap();
+        t.begin_pass().unwrap();
+        assert!(dir.is_dir());
+        t.add(&DOCS.iter().map(|d| d.as_bytes()).collect::<Vec<_>>()).unwrap();
+        drop(t);
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn default_raw_vocab_size_is_a_multiple() {
+        assert_eq!(default_raw_vocab_size(1000), 1000 * RAW_VOCAB_PER_TOKEN);
+        assert_eq!(default_raw_vocab_size(usize::MAX), usize::MAX);
+    }
+}
