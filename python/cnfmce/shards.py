@@ -521,8 +521,23 @@ class _Pipeline:
         _write_manifest(self.out, m)
 
     def run(self, batches: Iterator[_Batch]) -> None:
-        threads = [threading.Thread(target=self._encode_loop, name="cnfmce-encode", daemon=True),
-                   threading.Thread(target=self._write_loop, name="cnfmce-write", daemon=True)]
+        # Each thread sets its own event when it ends, and this thread waits on the events, not
+        # on Thread.join: a join interrupted by Ctrl-C can mark a thread that is still running
+        # as stopped (CPython's _wait_for_tstate_lock), and the wait after it would then let the
+        # process exit while the writer is still renaming a shard.
+        ended = [threading.Event(), threading.Event()]
+
+        def target(loop: Any, ev: threading.Event) -> Any:
+            def go() -> None:
+                try:
+                    loop()
+                finally:
+                    ev.set()
+            return go
+        threads = [threading.Thread(target=target(self._encode_loop, ended[0]), name="cnfmce-encode",
+                                    daemon=True),
+                   threading.Thread(target=target(self._write_loop, ended[1]), name="cnfmce-write",
+                                    daemon=True)]
         for t in threads:
             t.start()
         try:
@@ -531,18 +546,17 @@ class _Pipeline:
                     _put(self.to_encode, b, self.state)
                     self._show()
                 _put(self.to_encode, _DONE, self.state)
-                while any(t.is_alive() for t in threads):
-                    for t in threads:
-                        t.join(timeout=0.2)
+                while not all(ev.is_set() for ev in ended):
+                    ended[1].wait(0.2)
                     self._show()
             except _Stop:
                 pass
         except BaseException as e:  # a reading error, Ctrl-C: stop the other two threads
             self.state.fail(e)
         finally:
-            for t in threads:
-                while t.is_alive():
-                    t.join(timeout=0.2)
+            for ev in ended:
+                while not ev.wait(0.2):
+                    pass
         if self.state.error is not None:
             raise self.state.error
 
