@@ -19,12 +19,6 @@ from conftest import shared_path
 TIMEOUT = int(os.environ.get("CNFMCE_MP_TIMEOUT", "240"))
 
 
-# Forking after the parent's rayon pool has started deadlocks the children until the core's
-# thread pool is fork-safe (issue 14). Strict: once that lands these pass, and the mark must go.
-NEEDS_FORK_SAFE_POOL = pytest.mark.xfail(
-    strict=True, reason="fork after the thread pool started: needs the fork-safe pool of issue 14")
-
-
 def _run(script: str, tmp_path, timeout: int = TIMEOUT) -> str:
     """Runs ``script`` in a child interpreter (its own process group, so that on a timeout the
     pool workers it forked are killed too) and returns its stdout."""
@@ -109,7 +103,6 @@ if __name__ == "__main__":
     assert out.strip().endswith("ok")
 
 
-@NEEDS_FORK_SAFE_POOL
 def test_multiprocessing_fork_after_batch(tmp_path):
     # The parent has used the parallel encoder (its thread pool exists) before forking.
     out = _run(_setup() + """
@@ -122,11 +115,10 @@ if __name__ == "__main__":
     assert got == got2 == [want[k::4] for k in range(4)]
     assert tok.encode_batch(docs) == want   # and the parent still works
     print("ok")
-""", tmp_path, timeout=45)
+""", tmp_path)
     assert out.strip().endswith("ok")
 
 
-@NEEDS_FORK_SAFE_POOL
 def test_datasets_map_num_proc(tmp_path):
     pytest.importorskip("datasets")
     pytest.importorskip("transformers")
@@ -144,5 +136,5 @@ if __name__ == "__main__":
     assert mapped["input_ids"] == [w + [199999] for w in want]
     assert mapped["attention_mask"] == [[1] * (len(w) + 1) for w in want]
     print("ok")
-""", tmp_path, timeout=45)
+""", tmp_path)
     assert out.strip().endswith("ok")
