@@ -1,24 +1,26 @@
 //! A bytewise double-array Aho-Corasick automaton over the reversed tokens, built for large
 //! vocabularies with little memory.
 //!
-//! Layout: one array of 16-byte states `{base, fail, out, check, chain}`. The children of a state with
+//! Layout: one array of 16-byte states `{base, fail, out, check}`. The children of a state with
 //! base `b` sit at `b ^ c` for their byte `c` (XOR keeps them inside one 256-slot block) and hold
 //! `check == c`; bases are unique, so a matching check proves the parent. States without children
 //! point their base at a guard block whose checks match no byte. `out` is the first pattern on
 //! the state's failure chain (itself included): matches are read by following `next` links in the
-//! pattern table, longest first.
+//! pattern table, longest first. Each pattern also summarises its whole chain (the lengths as a
+//! bit mask, the count), so that the encoder can often decide without following the links.
 //!
 //! The build walks the sorted patterns as ranges of keys sharing a prefix, so no intermediate
-//! trie is stored: depth first to place the states (a path from the root lands in nearby memory,
-//! which the scan rewards), then breadth first for the failure links (a node's failure state is
-//! shallower, so it is complete when needed). Peak memory is the final arrays plus the sorted
+//! trie is stored, in two phases: depth first to place the states (a path from the root lands in
+//! nearby memory, which the scan rewards; [`Automaton::place_states`]), then breadth first for
+//! the failure links and the pattern chains (a node's failure state is shallower, so it is
+//! complete when needed; [`Automaton::link_failures`]). Peak memory is the final arrays plus the sorted
 //! keys and the traversal frontier.
 
 use std::collections::VecDeque;
 
 /// No pattern / no state.
 pub const NONE: u32 = u32::MAX;
-const EMPTY: u16 = u16::MAX;
+const EMPTY: u32 = u32::MAX;
 /// Blocks kept open for placement; older blocks are closed.
 const OPEN_BLOCKS: usize = 16;
 
@@ -28,26 +30,36 @@ struct State {
     base: u32,
     fail: u32,
     out: u32,
-    check: u16,
-    /// Patterns on the chain from `out` (saturating; fits in the padding of the state).
-    chain: u16,
+    check: u32,
 }
 
-const FREE_STATE: State = State { base: 0, fail: 0, out: NONE, check: EMPTY, chain: 0 };
+const FREE_STATE: State = State { base: 0, fail: 0, out: NONE, check: EMPTY };
 
-/// A pattern: its value (a token id), length, ε, and the next shorter pattern on the chain.
+/// Longest pattern length that [`Pattern::lens`] can describe.
+pub const MASK_LEN: usize = 64;
+
+/// A pattern: its value (a token id), length, ε, the next shorter pattern on the chain, and a
+/// summary of the whole chain from it (the chain depends on the pattern only: it is the
+/// pattern's prefixes, in text order, that are patterns too).
 #[derive(Clone, Copy, Debug)]
 pub struct Pattern {
     pub eps: f64,
+    /// The lengths of all patterns on the chain from this one (itself included): bit `l - 1`
+    /// for length `l`; 0 when the chain has a pattern longer than [`MASK_LEN`].
+    pub lens: u64,
     pub id: u32,
     pub len: u32,
     pub next: u32,
+    /// How many patterns the chain from this one holds (itself included).
+    pub chain: u32,
 }
 
 pub struct Automaton {
     states: Vec<State>,
     patterns: Vec<Pattern>,
     root_next: Box<[u32; 256]>,
+    /// The smallest ε of any pattern (0 without patterns).
+    min_eps: f64,
 }
 
 /// The root state (slot 0).
@@ -113,13 +125,19 @@ impl Block {
     }
 }
 
-impl Automaton {
-    /// Builds the automaton of `patterns` (`(bytes, value)`), which are matched as given (the
-    /// caller reverses tokens). Patterns must be non-empty and distinct.
-    pub fn build(keys: &[&[u8]], values: &[(u32, f64)]) -> Self {
-        debug_assert_eq!(keys.len(), values.len());
+/// The patterns sorted, in one arena: the trie of the build is implicit, a node being the range
+/// of keys that share its prefix.
+struct SortedKeys {
+    /// Key indices in sorted order.
+    order: Vec<u32>,
+    arena: Vec<u8>,
+    starts: Vec<usize>,
+}
+
+impl SortedKeys {
+    fn new(keys: &[&[u8]]) -> Self {
         // Sort by an 8-byte big-endian prefix first (most comparisons end there), then copy the
-        // keys into one arena in sorted order so that the breadth-first sweeps below read memory
+        // keys into one arena in sorted order so that the breadth-first sweep reads memory
         // sequentially.
         let prefix = |k: &[u8]| -> u64 {
             let mut b = [0u8; 8];
@@ -144,7 +162,67 @@ impl Automaton {
             arena.extend_from_slice(keys[i as usize]);
         }
         starts.push(arena.len());
-        let key = |i: usize| &arena[starts[i]..starts[i + 1]];
+        SortedKeys { order, arena, starts }
+    }
+
+    fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    #[inline]
+    fn key(&self, i: usize) -> &[u8] {
+        &self.arena[self.starts[i]..self.starts[i + 1]]
+    }
+
+    /// The children of the node whose keys are `lo..hi` at `depth`: their labels and key ranges.
+    fn children(&self, depth: usize, lo: usize, hi: usize, labels: &mut Vec<u8>, ranges: &mut Vec<(u32, u32)>) {
+        labels.clear();
+        ranges.clear();
+        let mut k = lo;
+        if k < hi && self.key(k).len() == depth {
+            k += 1; // the pattern ending at this node itself
+        }
+        while k < hi {
+            let c = self.key(k)[depth];
+            let mut e = k + 1;
+            while e < hi && self.key(e)[depth] == c {
+                e += 1;
+            }
+            labels.push(c);
+            ranges.push((k as u32, e as u32));
+            k = e;
+        }
+    }
+}
+
+impl Automaton {
+    /// Builds the automaton of `patterns` (`(bytes, value)`), which are matched as given (the
+    /// caller reverses tokens). Patterns must be non-empty and distinct.
+    pub fn build(keys: &[&[u8]], values: &[(u32, f64)]) -> Self {
+        debug_assert_eq!(keys.len(), values.len());
+        let sorted = SortedKeys::new(keys);
+        let (mut states, root_next) = Self::place_states(&sorted);
+        let patterns = Self::link_failures(&mut states, &root_next, &sorted, values);
+        // The guard block: checks that match no byte, for states without children.
+        let guard = states.len() as u32;
+        states.resize(states.len() + 256, FREE_STATE);
+        for st in states.iter_mut() {
+            if st.base == NONE {
+                st.base = guard;
+            }
+        }
+        states.shrink_to_fit();
+        let min_eps = values.iter().map(|v| v.1).fold(f64::INFINITY, f64::min);
+        let min_eps = if min_eps.is_finite() { min_eps } else { 0.0 };
+        Automaton { states, patterns, root_next, min_eps }
+    }
+
+    /// Phase 1 of the build: every trie node gets a state, placed depth first (so that a path
+    /// from the root lies in nearby memory, which the scan follows) with first fit among the
+    /// open blocks. Leaves get base `NONE` (the guard block, appended later); `fail` and `out`
+    /// are filled by phase 2.
+    fn place_states(sorted: &SortedKeys) -> (Vec<State>, Box<[u32; 256]>) {
+        let total = sorted.arena.len();
         // At most one state per key byte; reserving that much costs address space, not memory.
         let mut states: Vec<State> = Vec::with_capacity(total + total / 8 + 1024);
         crate::mem::advise_huge(&states);
@@ -155,35 +233,13 @@ impl Automaton {
         // Base 0 marks "children not placed yet" during the build, so no state may use it.
         blocks[0].used_base[0] |= 1;
         let mut open: VecDeque<usize> = VecDeque::from([0usize]);
-        let mut patterns: Vec<Pattern> = vec![Pattern { eps: 0.0, id: 0, len: 0, next: NONE }; keys.len()];
-        states[0] = State { base: 0, fail: ROOT, out: NONE, check: EMPTY, chain: 0 };
+        states[0] = State { base: 0, fail: ROOT, out: NONE, check: EMPTY };
         let mut root_next = Box::new([ROOT; 256]);
-        // The children of the node whose keys are `lo..hi` at `depth`: labels and key ranges.
-        let children = |depth: usize, lo: usize, hi: usize, labels: &mut Vec<u8>, ranges: &mut Vec<(u32, u32)>| {
-            labels.clear();
-            ranges.clear();
-            let mut k = lo;
-            if k < hi && key(k).len() == depth {
-                k += 1; // the pattern ending at this node itself
-            }
-            while k < hi {
-                let c = key(k)[depth];
-                let mut e = k + 1;
-                while e < hi && key(e)[depth] == c {
-                    e += 1;
-                }
-                labels.push(c);
-                ranges.push((k as u32, e as u32));
-                k = e;
-            }
-        };
         let mut labels: Vec<u8> = Vec::with_capacity(256);
         let mut ranges: Vec<(u32, u32)> = Vec::with_capacity(256);
-        // Phase 1: place the states depth first, so that a path from the root lies in nearby
-        // memory (the scan follows such paths).
-        let mut stack: Vec<(u32, u32, u32, u32)> = vec![(ROOT, 0, 0, keys.len() as u32)];
+        let mut stack: Vec<(u32, u32, u32, u32)> = vec![(ROOT, 0, 0, sorted.len() as u32)];
         while let Some((s, depth, lo, hi)) = stack.pop() {
-            children(depth as usize, lo as usize, hi as usize, &mut labels, &mut ranges);
+            sorted.children(depth as usize, lo as usize, hi as usize, &mut labels, &mut ranges);
             if labels.is_empty() {
                 states[s as usize].base = NONE; // fixed to the guard block at the end
                 continue;
@@ -217,7 +273,7 @@ impl Automaton {
             states[s as usize].base = base;
             for (&c, &(clo, chi)) in labels.iter().zip(ranges.iter()).rev() {
                 let t = base ^ c as u32;
-                states[t as usize] = State { base: 0, fail: ROOT, out: NONE, check: c as u16, chain: 0 };
+                states[t as usize] = State { base: 0, fail: ROOT, out: NONE, check: c as u32 };
                 if s == ROOT {
                     root_next[c as usize] = t;
                 }
@@ -229,13 +285,23 @@ impl Automaton {
                 open.pop_front();
             }
         }
-        // Phase 2: failure links and outputs breadth first (a failure state is shallower, so
-        // it is complete when its dependents are reached).
+        (states, root_next)
+    }
+
+    /// Phase 2 of the build: failure links and outputs breadth first (a failure state is
+    /// shallower, so it is complete when its dependents are reached), and the patterns with
+    /// their chains (a chain's tail is shorter, so it is complete too).
+    fn link_failures(states: &mut [State], root_next: &[u32; 256], sorted: &SortedKeys, values: &[(u32, f64)]) -> Vec<Pattern> {
+        let mut patterns: Vec<Pattern> = Vec::with_capacity(sorted.len());
+        crate::mem::advise_huge(&patterns);
+        patterns.resize(sorted.len(), Pattern { eps: 0.0, lens: 0, id: 0, len: 0, next: NONE, chain: 0 });
+        let mut labels: Vec<u8> = Vec::with_capacity(256);
+        let mut ranges: Vec<(u32, u32)> = Vec::with_capacity(256);
         let mut queue: VecDeque<(u32, u32, u32, u32)> = VecDeque::new();
-        queue.push_back((ROOT, 0, 0, keys.len() as u32));
+        queue.push_back((ROOT, 0, 0, sorted.len() as u32));
         while let Some((s, depth, lo, hi)) = queue.pop_front() {
             let d = depth as usize;
-            children(d, lo as usize, hi as usize, &mut labels, &mut ranges);
+            sorted.children(d, lo as usize, hi as usize, &mut labels, &mut ranges);
             if labels.is_empty() {
                 continue;
             }
@@ -248,7 +314,7 @@ impl Automaton {
                 } else {
                     let mut f = s_fail;
                     loop {
-                        if let Some(g) = Self::child_of(&states, &root_next, f, c) {
+                        if let Some(g) = Self::child_of(states, root_next, f, c) {
                             break g;
                         }
                         if f == ROOT {
@@ -258,32 +324,30 @@ impl Automaton {
                     }
                 };
                 let mut out = states[fail as usize].out;
-                let mut chain = states[fail as usize].chain;
-                if key(clo as usize).len() == d + 1 {
+                if sorted.key(clo as usize).len() == d + 1 {
                     // A pattern ends at the child (the first key of its range; at most one).
-                    let pi = order[clo as usize];
+                    let pi = sorted.order[clo as usize];
                     let (id, eps) = values[pi as usize];
-                    patterns[pi as usize] = Pattern { eps, id, len: depth + 1, next: out };
+                    let len = depth + 1;
+                    let (lens, chain) = match out {
+                        NONE => (0, 0),
+                        o => (patterns[o as usize].lens, patterns[o as usize].chain),
+                    };
+                    let lens = if len as usize > MASK_LEN || (out != NONE && lens == 0) {
+                        0
+                    } else {
+                        lens | 1u64 << (len - 1)
+                    };
+                    patterns[pi as usize] = Pattern { eps, lens, id, len, next: out, chain: chain + 1 };
                     out = pi;
-                    chain = chain.saturating_add(1);
                 }
                 let st = &mut states[t as usize];
                 st.fail = fail;
                 st.out = out;
-                st.chain = chain;
                 queue.push_back((t, depth + 1, clo, chi));
             }
         }
-        // The guard block: checks that match no byte, for states without children.
-        let guard = states.len() as u32;
-        states.resize(states.len() + 256, FREE_STATE);
-        for st in states.iter_mut() {
-            if st.base == NONE {
-                st.base = guard;
-            }
-        }
-        states.shrink_to_fit();
-        Automaton { states, patterns, root_next }
+        patterns
     }
 
     /// The child of `s` by `c` during the build (root children come from the root table).
@@ -298,7 +362,7 @@ impl Automaton {
             return None;
         }
         let t = (b ^ c as u32) as usize;
-        (t < states.len() && states[t].check == c as u16).then_some(t as u32)
+        (t < states.len() && states[t].check == c as u32).then_some(t as u32)
     }
 
     /// The state after consuming `c` in state `s`.
@@ -313,7 +377,7 @@ impl Automaton {
             // one or the guard), so base ^ c stays in range.
             let st = unsafe { self.states.get_unchecked(s as usize) };
             let t = st.base ^ c as u32;
-            if unsafe { self.states.get_unchecked(t as usize) }.check == c as u16 {
+            if unsafe { self.states.get_unchecked(t as usize) }.check == c as u32 {
                 return t;
             }
             s = st.fail;
@@ -327,18 +391,22 @@ impl Automaton {
         unsafe { self.states.get_unchecked(s as usize) }.out
     }
 
-    /// How many patterns match at state `s` (the length of its chain, saturating at 65535).
-    #[inline(always)]
-    pub fn chain_len(&self, s: u32) -> u16 {
-        // SAFETY: s is a valid state.
-        unsafe { self.states.get_unchecked(s as usize) }.chain
-    }
-
     /// Pattern `p` (an index from [`Self::out`] or [`Pattern::next`]).
     #[inline(always)]
     pub fn pattern(&self, p: u32) -> &Pattern {
         // SAFETY: pattern indices come from the automaton itself.
         unsafe { self.patterns.get_unchecked(p as usize) }
+    }
+
+    /// Where pattern `p` lives (for prefetching; any `p` is allowed).
+    #[inline(always)]
+    pub fn pattern_ptr(&self, p: u32) -> *const Pattern {
+        self.patterns.as_ptr().wrapping_add(p as usize)
+    }
+
+    /// The smallest ε of any pattern: a lower bound for the ε of every match.
+    pub fn min_eps(&self) -> f64 {
+        self.min_eps
     }
 
     pub fn root(&self) -> u32 {
@@ -377,7 +445,23 @@ mod tests {
                 chain += 1;
                 p = pat.next;
             }
-            assert_eq!(a.chain_len(s) as usize, chain);
+            let first = a.out(s);
+            if first != NONE {
+                let f = a.pattern(first);
+                assert_eq!(f.chain as usize, chain);
+                let mut lengths = Vec::new();
+                let mut q = first;
+                while q != NONE {
+                    lengths.push(a.pattern(q).len as usize);
+                    q = a.pattern(q).next;
+                }
+                let want = if lengths.iter().any(|&l| l > MASK_LEN) {
+                    0
+                } else {
+                    lengths.iter().fold(0u64, |m, &l| m | 1 << (l - 1))
+                };
+                assert_eq!(f.lens, want);
+            }
         }
         out.sort();
         out

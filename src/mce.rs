@@ -1,83 +1,123 @@
 //! Min-Cost Encoding (SPEC section 2) and forward maximum matching.
 //!
 //! `D[n] = 0`; for `i = n-1 .. 0`, `D[i] = min_j c(i, j) + D[j]` over the tokens `x[i:j]` that are
-//! not forbidden, ties to the largest `j`; `c(i, j) = 1.0 + p + ε(t)` in double precision, added
-//! left to right. The scan runs right to left over the reversed-token automaton of [`Vocab`], so
-//! the tokens starting at `i` are known exactly when `D[i]` is due. `D` lives in a ring buffer as
-//! long as the longest token; the choice at each position is one id. Memory: 5 bytes per input
-//! byte (unit flags and choices), linear in the input.
+//! not forbidden, ties to the largest `j`; `c(i, j)` is [`crate::cost`]'s, in double precision,
+//! added left to right. The scan runs right to left over the reversed-token automaton of
+//! [`Vocab`], so the tokens starting at `i` are known exactly when `D[i]` is due. `D` lives in a
+//! ring buffer as long as the longest token; the choice at each position is one id and its
+//! length. Memory: 6 bytes per input byte (unit flags, choices, lengths) plus fixed buffers.
+//!
+//! The text is handled in chunks, right to left. For each chunk the automaton walk runs first
+//! and records the first match (the longest token) of every position, in several independent
+//! lanes (see [`walk`]); then the dynamic program runs over the chunk, prefetching the matches a
+//! few positions ahead. At each position the longest token's pattern describes its whole chain
+//! (the lengths of the shorter tokens starting there), so a shorter candidate is only looked up
+//! when a lower bound of its total, `(1 + p + min ε) + D[j]`, beats the best total so far; by
+//! monotone rounding that bound never exceeds the candidate's exact total, so the candidates
+//! skipped could not have won. Candidates come longest first, so "ties to the largest j" is a
+//! strict `<`.
 
-use crate::automaton::NONE;
+use crate::automaton::{Automaton, Pattern, NONE};
+use crate::cost::{Costs, UnitWindow};
 use crate::units::unit_starts;
 use crate::vocab::Vocab;
 
-/// Chains with more candidates than this are read into a flat list (see `mce_choices`); prose
-/// rarely has more.
-const LONG_CHAIN: u16 = 8;
-
-/// `1 + p` for the candidate x[i:j] (p of SPEC section 2), or None when it is forbidden; `s1` and
-/// `s2` are the first two unit starts after `i` (see `mce_choices`).
-#[inline(always)]
-fn unit_cost(j: usize, s1: usize, s2: usize, start_i: bool, starts: &[u8], base_partial: Option<f64>) -> Option<f64> {
-    // SAFETY: j <= n (matches lie inside the text) and starts has n + 1 entries.
-    if j <= s1 || (start_i && unsafe { *starts.get_unchecked(j) } != 0) {
-        Some(1.0)
-    } else if j <= s2 {
-        base_partial
-    } else {
-        None
-    }
-}
+/// Chains with more candidates than this (and tokens too long for the length mask) are read
+/// into a flat list (see `long_chain`); prose rarely has more.
+const LONG_CHAIN: u32 = 8;
+/// The dynamic program prefetches the pattern of the position this far ahead.
+const PREFETCH: usize = 16;
+/// Bytes of text per walk and dynamic-program round (the walk's buffers hold 8 bytes per byte);
+/// smaller in tests, so that short texts cross chunks.
+const CHUNK: usize = if cfg!(test) { 1 << 12 } else { 1 << 15 };
+/// Independent lanes of the walk, and the shortest lane worth its fix-up.
+const LANES: usize = 4;
+const LANE_MIN: usize = 256;
 
 /// What decides the cost of a candidate token starting at `i` (see `mce_choices`).
 struct Candidates<'a> {
     i: usize,
-    s1: usize,
-    s2: usize,
-    start_i: bool,
+    units: &'a UnitWindow,
     starts: &'a [u8],
-    base_partial: Option<f64>,
+    costs: Costs,
     mask: usize,
 }
 
-/// Offers the candidate token `id` = x[i:i+len] (preference `eps`, already 0 when ε is off):
-/// it becomes the best when its total is strictly smaller (candidates come longest first, so
-/// ties keep the larger j).
+/// Offers the candidate token `id` = x[i:i+len] (ε(t) `eps`): it becomes the best when its total
+/// is strictly smaller (candidates come longest first, so ties keep the larger j).
 #[inline(always)]
-fn offer(cx: &Candidates<'_>, dist: &[f64], len: u32, id: u32, eps: f64, best: &mut f64, best_id: &mut u32) {
+fn offer(cx: &Candidates<'_>, dist: &[f64], len: u32, id: u32, eps: f64, best: &mut (f64, u32, u32)) {
     let j = cx.i + len as usize;
-    let Some(base) = unit_cost(j, cx.s1, cx.s2, cx.start_i, cx.starts, cx.base_partial) else { return };
+    // SAFETY: j <= n (matches lie inside the text) and starts has n + 1 entries.
+    let class = cx.units.class(j, unsafe { *cx.starts.get_unchecked(j) } != 0);
+    let Some(cost) = cx.costs.cost_with(class, eps) else { return };
     // SAFETY: the index is masked to the ring's size.
-    let total = (base + eps) + unsafe { *dist.get_unchecked(j & cx.mask) };
-    if total < *best {
-        *best = total;
-        *best_id = id;
+    let total = cost + unsafe { *dist.get_unchecked(j & cx.mask) };
+    if total < best.0 {
+        *best = (total, id, len);
     }
 }
 
+/// The best candidate `(total, id, len)` at a position whose longest token's chain lengths fit
+/// the mask of `pat` (see the module documentation).
+#[inline(always)]
+fn best_masked(ac: &Automaton, pat: &Pattern, cx: &Candidates<'_>, lower: (f64, f64), dist: &[f64]) -> (f64, u32, u32) {
+    let (free, partial) = cx.units.masks(cx.i);
+    let free = free & pat.lens;
+    let partial = if cx.costs.partial_allowed() { partial & pat.lens } else { 0 };
+    let mut best = (f64::INFINITY, 0u32, 0u32);
+    let own = 1u64 << (pat.len - 1);
+    if (free | partial) & own != 0 {
+        let cost = cx.costs.cost_of(free & own == 0, pat.eps);
+        // SAFETY (dist): indices are masked to the ring's size.
+        best = (cost + unsafe { *dist.get_unchecked((cx.i + pat.len as usize) & cx.mask) }, pat.id, pat.len);
+    }
+    let mut rest = (free | partial) & !own;
+    let mut q = pat.next;
+    while rest != 0 {
+        let len = 64 - rest.leading_zeros();
+        let bit = 1u64 << (len - 1);
+        rest ^= bit;
+        let is_partial = free & bit == 0;
+        let d = unsafe { *dist.get_unchecked((cx.i + len as usize) & cx.mask) };
+        if (if is_partial { lower.1 } else { lower.0 }) + d < best.0 {
+            // The chain holds this length (the mask says so) further on: lengths decrease.
+            let mut c = ac.pattern(q);
+            while c.len != len {
+                q = c.next;
+                c = ac.pattern(q);
+            }
+            let total = cx.costs.cost_of(is_partial, c.eps) + d;
+            if total < best.0 {
+                best = (total, c.id, len);
+            }
+        }
+    }
+    best
+}
+
 /// The best candidate at a position whose chain is long (a run of spaces, dashes, ...). Along a
-/// run the automaton state repeats, so its candidates are read once into the flat list `flat`
-/// (for `flat_state`) and reused, instead of following the chain's links at every position:
-/// same candidates, same order (longest first), same arithmetic as the loop in `mce_choices`.
+/// run the first match repeats, so its chain is read once into the flat list `flat` (for
+/// `flat_first`) and reused, instead of following the chain's links at every position: same
+/// candidates, same order (longest first), same arithmetic as `offer`.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 fn long_chain(
-    ac: &crate::automaton::Automaton,
-    state: u32,
-    pref: bool,
+    ac: &Automaton,
+    first: u32,
     flat: &mut Vec<(u32, u32, f64)>,
     by_len: &mut Vec<f64>,
     id_by_len: &mut Vec<u32>,
-    flat_state: &mut u32,
+    flat_first: &mut u32,
     cx: &Candidates<'_>,
     dist: &[f64],
-) -> (f64, u32) {
-    if *flat_state != state {
+) -> (f64, u32, u32) {
+    if *flat_first != first {
         flat.clear();
-        let mut p = ac.out(state);
+        let mut p = first;
         while p != NONE {
             let c = ac.pattern(p);
-            flat.push((c.len, c.id, if pref { c.eps } else { 0.0 }));
+            flat.push((c.len, c.id, c.eps));
             p = c.next;
         }
         let longest = flat.first().map_or(0, |f| f.0 as usize);
@@ -86,10 +126,10 @@ fn long_chain(
         id_by_len.clear();
         id_by_len.resize(longest + 1, 0);
         for &(len, id, eps) in flat.iter() {
-            by_len[len as usize] = 1.0 + eps;
+            by_len[len as usize] = cx.costs.cost_of(false, eps);
             id_by_len[len as usize] = id;
         }
-        *flat_state = state;
+        *flat_first = first;
     }
     let longest = by_len.len() - 1;
     // Worth it when the lengths are dense enough: the sums cost about a third of a walked
@@ -100,32 +140,31 @@ fn long_chain(
             return r;
         }
     }
-    let mut best = f64::INFINITY;
-    let mut best_id = 0u32;
+    let mut best = (f64::INFINITY, 0u32, 0u32);
     for &(len, id, eps) in flat.iter() {
-        offer(cx, dist, len, id, eps, &mut best, &mut best_id);
+        offer(cx, dist, len, id, eps, &mut best);
     }
-    (best, best_id)
+    best
 }
 
-/// The best candidate when every candidate at `cx.i` lies inside the first unit or covers whole
-/// units only (inside a run of spaces, of CJK characters, ...); None otherwise. Then each costs
-/// (1 + ε) + D[j] with no unit penalty: the totals are a sum of two arrays, by length, over the
-/// window D[i+1 ..= i+longest] (contiguous thanks to the ring's mirror). The smallest total,
-/// then the longest candidate reaching it (ties go to the largest j), is the choice the walk
-/// over the chain makes.
+/// The best candidate when every candidate at `cx.i` is free (inside the first unit or whole
+/// units only: inside a run of spaces, of CJK characters, ...); None otherwise. Then each costs
+/// (1 + ε) + D[j]: the totals are a sum of two arrays, by length, over the window
+/// D[i+1 ..= i+longest] (contiguous thanks to the ring's mirror). The smallest total, then the
+/// longest candidate reaching it (ties go to the largest j), is the choice the walk over the
+/// chain makes.
 #[inline(never)]
-fn whole_unit_run(by_len: &[f64], id_by_len: &[u32], cx: &Candidates<'_>, dist: &[f64]) -> Option<(f64, u32)> {
+fn whole_unit_run(by_len: &[f64], id_by_len: &[u32], cx: &Candidates<'_>, dist: &[f64]) -> Option<(f64, u32, u32)> {
     let i = cx.i;
     let longest = by_len.len() - 1;
-    if !(i + longest <= cx.s1 || (cx.start_i && !cx.starts[i + 1..=i + longest].contains(&0))) {
+    if !cx.units.free_up_to(i, longest, cx.starts) {
         return None;
     }
     let w0 = (i + 1) & cx.mask;
     let window = &dist[w0..w0 + longest];
     let costs = &by_len[1..];
     let m = min_of_sums(costs, window);
-    (0..longest).rev().find(|&k| costs[k] + window[k] == m).map(|k| (m, id_by_len[k + 1]))
+    (0..longest).rev().find(|&k| costs[k] + window[k] == m).map(|k| (m, id_by_len[k + 1], k as u32 + 1))
 }
 
 /// The smallest `a[k] + b[k]` (each sum rounded as usual; ∞ for empty input). Four independent
@@ -153,13 +192,78 @@ fn min_of_sums(a: &[f64], b: &[f64]) -> f64 {
     best
 }
 
+/// The automaton walk over `text[a..b]`, right to left, from state `from` (the state after
+/// consuming `text[b]`, or the root at the end of the text): `outs[k]` becomes the first match
+/// (longest token) at position `a + k`; returns the state after consuming `text[a]`.
+///
+/// A long range is cut into [`LANES`] segments walked at the same time, so that their chains of
+/// dependent memory loads overlap. Every lane but the rightmost starts from the root and may be
+/// wrong for its first positions (until the state reflects the longest match it has room for);
+/// each is then fixed by continuing the exact walk from its right neighbour's left end until the
+/// two agree, from where on they agree (the transitions are deterministic). The states and
+/// matches are exactly those of one walk from the end.
+fn walk(ac: &Automaton, text: &[u8], a: usize, b: usize, from: u32, outs: &mut Vec<u32>, states: &mut Vec<u32>) -> u32 {
+    let n = b - a;
+    let text = &text[a..b];
+    outs.clear();
+    outs.resize(n, 0);
+    if n < LANES * LANE_MIN {
+        let mut s = from;
+        for k in (0..n).rev() {
+            s = ac.next(s, text[k]);
+            outs[k] = ac.out(s);
+        }
+        return s;
+    }
+    states.clear();
+    states.resize(n, 0);
+    let seg = n / LANES;
+    let r = n - LANES * seg;
+    let mut st = [ac.root(); LANES];
+    st[LANES - 1] = from;
+    for t in 0..seg {
+        for (l, s) in st.iter_mut().enumerate() {
+            let k = r + (l + 1) * seg - 1 - t;
+            // SAFETY: k < r + LANES * seg = n, the length of text, outs and states.
+            unsafe {
+                *s = ac.next(*s, *text.get_unchecked(k));
+                *states.get_unchecked_mut(k) = *s;
+                *outs.get_unchecked_mut(k) = ac.out(*s);
+            }
+        }
+    }
+    // Lane 0 also covers the first r positions.
+    let mut s0 = st[0];
+    for k in (0..r).rev() {
+        s0 = ac.next(s0, text[k]);
+        states[k] = s0;
+        outs[k] = ac.out(s0);
+    }
+    for l in (0..LANES - 1).rev() {
+        // states[hi] is exact: lane l + 1 started exact or has been fixed.
+        let hi = r + (l + 1) * seg;
+        let lo = if l == 0 { 0 } else { r + l * seg };
+        let mut s = states[hi];
+        for k in (lo..hi).rev() {
+            s = ac.next(s, text[k]);
+            if states[k] == s {
+                break;
+            }
+            states[k] = s;
+            outs[k] = ac.out(s);
+        }
+    }
+    states[0]
+}
+
+pub use crate::cost::token_preference;
 pub use crate::options::{Algorithm, Options};
-pub use crate::vocab::token_preference;
 
 /// A vocabulary with its encoding options.
 pub struct Encoder {
     vocab: Vocab,
     options: Options,
+    costs: Costs,
 }
 
 /// Reusable buffers for one thread.
@@ -167,8 +271,13 @@ pub struct Encoder {
 pub struct Scratch {
     starts: Vec<u8>,
     choice: Vec<u32>,
+    /// The length of the chosen token at each position (0: 256 bytes or more, look it up).
+    lens: Vec<u8>,
     dist: Vec<f64>,
-    /// The candidates of the last long chain, flat (see `mce_choices`).
+    /// The walk's results for one chunk: first match and state of each position.
+    outs: Vec<u32>,
+    states: Vec<u32>,
+    /// The candidates of the last long chain, flat (see `long_chain`).
     flat: Vec<(u32, u32, f64)>,
     /// The same candidates by length: `1 + ε` (∞ for lengths without a token) and id.
     by_len: Vec<f64>,
@@ -187,7 +296,8 @@ impl Scratch {
 
 impl Encoder {
     pub fn new(vocab: Vocab, options: Options) -> Self {
-        Encoder { vocab, options }
+        let costs = Costs::new(options.boundary_penalty, options.token_preference);
+        Encoder { vocab, options, costs }
     }
 
     pub fn vocab(&self) -> &Vocab {
@@ -214,7 +324,8 @@ impl Encoder {
         while i < text.len() {
             let id = scratch.choice[i];
             out.push(id);
-            i += self.vocab.token_len(id);
+            let l = scratch.lens[i] as usize;
+            i += if l != 0 { l } else { self.vocab.token_len(id) };
         }
     }
 
@@ -225,11 +336,9 @@ impl Encoder {
         out
     }
 
-    /// Fills `scratch.choice[i]` with the id chosen at every position `i` by the MCE program.
-    ///
-    /// The automaton reports the tokens starting at `i` longest first, so "ties to the largest
-    /// j" is "the first minimum wins": a strict `<` suffices. The randomized comparison with the
-    /// reference DP checks this.
+    /// Fills `scratch.choice[i]` and `scratch.lens[i]` with the token chosen at every position
+    /// `i` by the MCE program (see the module documentation). The randomized comparisons with
+    /// the reference DP check the choices.
     fn mce_choices(&self, text: &[u8], scratch: &mut Scratch) {
         let n = text.len();
         let ring = (self.vocab.max_len() + 1).next_power_of_two();
@@ -240,73 +349,88 @@ impl Encoder {
         scratch.dist.resize(2 * ring, 0.0);
         scratch.choice.clear();
         scratch.choice.resize(n, 0);
+        scratch.lens.clear();
+        scratch.lens.resize(n, 0);
         // Sentinel: the end of the text closes the last unit.
         scratch.starts.push(1);
         let starts = &scratch.starts[..];
         let dist = &mut scratch.dist[..];
         let choice = &mut scratch.choice[..];
-        let flat = &mut scratch.flat;
-        let by_len = &mut scratch.by_len;
-        let id_by_len = &mut scratch.id_by_len;
-        let vocab = &self.vocab;
-        let pref = self.options.token_preference;
-        let lambda = self.options.boundary_penalty;
-        // 1 + λ for a two-unit partial crossing; None when λ = ∞ forbids it.
-        let base_partial = lambda.is_finite().then_some(1.0 + lambda);
+        let lens = &mut scratch.lens[..];
+        let ac = self.vocab.automaton();
+        let costs = self.costs;
+        // Lower bounds of c(i, j) for free and partial candidates (ε >= the smallest ε).
+        let lower = (costs.lower_bound(false, ac.min_eps()), costs.lower_bound(true, ac.min_eps()));
         // dist[n & mask] = D[n] = 0 (the ring starts zeroed).
-        let ac = vocab.automaton();
+        let mut units = UnitWindow::new(n);
+        // The first match whose chain `scratch.flat` holds.
+        let mut flat_first = NONE;
         let mut state = ac.root();
-        // s1 < s2: the first two unit starts after i (n when there is none). With them,
-        // u(i, j) == 1 iff j <= s1, and u(i, j) == 2 iff s1 < j <= s2.
-        let mut s1 = n;
-        let mut s2 = n;
-        // The state whose chain `flat` holds.
-        let mut flat_state = NONE;
-        for i in (0..n).rev() {
-            // SAFETY (all get_unchecked below): i < n; j = i + len <= n because matches lie
-            // inside the consumed text; starts has n + 1 entries; indices into dist are masked.
-            let start_i = unsafe { *starts.get_unchecked(i) } != 0;
-            state = ac.next(state, unsafe { *text.get_unchecked(i) });
-            let mut best = f64::INFINITY;
-            let mut best_id = 0u32;
-            let mut p = ac.out(state);
-            let cx = Candidates { i, s1, s2, start_i, starts, base_partial, mask };
-            if ac.chain_len(state) > LONG_CHAIN {
-                // A long chain (a run of spaces, dashes, ...): see `long_chain`.
-                (best, best_id) = long_chain(ac, state, pref, flat, by_len, id_by_len, &mut flat_state, &cx, dist);
-                p = NONE;
+        let mut end = n;
+        while end > 0 {
+            let start = end.saturating_sub(CHUNK);
+            state = walk(ac, text, start, end, state, &mut scratch.outs, &mut scratch.states);
+            let outs = &scratch.outs[..];
+            for k in (0..end - start).rev() {
+                let i = start + k;
+                // SAFETY (all get_unchecked below): k < outs.len(); i < n and starts has n + 1
+                // entries; j = i + len <= n because matches lie inside the text; indices into
+                // dist are masked.
+                if k >= PREFETCH {
+                    crate::mem::prefetch(ac.pattern_ptr(unsafe { *outs.get_unchecked(k - PREFETCH) }));
+                }
+                let p = unsafe { *outs.get_unchecked(k) };
+                units.enter(unsafe { *starts.get_unchecked(i) } != 0, unsafe { *starts.get_unchecked(i + 1) } != 0);
+                let pat = ac.pattern(p);
+                let cx = Candidates { i, units: &units, starts, costs, mask };
+                let best = if pat.lens != 0 {
+                    best_masked(ac, pat, &cx, lower, dist)
+                } else if pat.chain > LONG_CHAIN {
+                    // A long chain (a run of spaces, dashes, ...): see `long_chain`.
+                    let (flat, by_len, id_by_len) = (&mut scratch.flat, &mut scratch.by_len, &mut scratch.id_by_len);
+                    long_chain(ac, p, flat, by_len, id_by_len, &mut flat_first, &cx, dist)
+                } else {
+                    let mut best = (f64::INFINITY, 0u32, 0u32);
+                    let mut q = p;
+                    while q != NONE {
+                        let c = ac.pattern(q);
+                        q = c.next;
+                        offer(&cx, dist, c.len, c.id, c.eps, &mut best);
+                    }
+                    best
+                };
+                // The one-byte token is never forbidden, so best is finite.
+                unsafe {
+                    *dist.get_unchecked_mut(i & mask) = best.0;
+                    *dist.get_unchecked_mut((i & mask) + ring) = best.0;
+                    *choice.get_unchecked_mut(i) = best.1;
+                    *lens.get_unchecked_mut(i) = if best.2 < 256 { best.2 as u8 } else { 0 };
+                }
+                units.leave(i);
             }
-            while p != NONE {
-                let c = ac.pattern(p);
-                p = c.next;
-                offer(&cx, dist, c.len, c.id, if pref { c.eps } else { 0.0 }, &mut best, &mut best_id);
-            }
-            // The one-byte token is never forbidden, so best is finite.
-            unsafe {
-                *dist.get_unchecked_mut(i & mask) = best;
-                *dist.get_unchecked_mut((i & mask) + ring) = best;
-                *choice.get_unchecked_mut(i) = best_id;
-            }
-            if start_i {
-                s2 = s1;
-                s1 = i;
-            }
+            end = start;
         }
         scratch.starts.pop();
     }
 
-    /// Fills `scratch.choice[i]` with the longest token starting at every position.
+    /// Fills `scratch.choice[i]` and `scratch.lens[i]` with the longest token starting at every
+    /// position.
     fn fmm_choices(&self, text: &[u8], scratch: &mut Scratch) {
         let n = text.len();
         scratch.choice.clear();
         scratch.choice.resize(n, 0);
+        scratch.lens.clear();
+        scratch.lens.resize(n, 0);
         let choice = &mut scratch.choice[..];
+        let lens = &mut scratch.lens[..];
         let ac = self.vocab.automaton();
         let mut state = ac.root();
         for i in (0..n).rev() {
             state = ac.next(state, text[i]);
             // The first pattern is the longest; every byte is a token, so there is one.
-            choice[i] = ac.pattern(ac.out(state)).id;
+            let p = ac.pattern(ac.out(state));
+            choice[i] = p.id;
+            lens[i] = if p.len < 256 { p.len as u8 } else { 0 };
         }
     }
 }
@@ -314,7 +438,31 @@ impl Encoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::units::{boundary, unit_indices};
+
+    /// The boundary class of SPEC section 2 written out directly (independent of
+    /// `crate::cost`): `Some(false)` no penalty, `Some(true)` λ, `None` forbidden.
+    fn boundary(starts: &[u8], w: &[u32], i: usize, j: usize) -> Option<bool> {
+        let u = w[j - 1] - w[i] + 1;
+        let a = starts[i] != 0 && (j == starts.len() || starts[j] != 0);
+        if u == 1 || a {
+            Some(false)
+        } else if u == 2 {
+            Some(true)
+        } else {
+            None
+        }
+    }
+
+    /// The unit index of every byte (`w[i]` of SPEC section 2).
+    fn unit_indices(starts: &[u8]) -> Vec<u32> {
+        let mut u = 0u32;
+        starts.iter().enumerate().map(|(i, &s)| {
+            if s != 0 && i > 0 {
+                u += 1;
+            }
+            u
+        }).collect()
+    }
 
     /// Tiny deterministic generator (xorshift) so the tests need no extra crates.
     struct Rng(u64);
@@ -336,7 +484,8 @@ mod tests {
         let mut starts = Vec::new();
         unit_starts(text, &mut starts);
         let w = unit_indices(&starts);
-        let find = |s: &[u8]| tokens.iter().find(|t| t.1 == s).map(|t| t.0);
+        let index: std::collections::HashMap<&[u8], u32> = tokens.iter().map(|t| (t.1.as_slice(), t.0)).collect();
+        let find = |s: &[u8]| index.get(s).copied();
         let maxl = tokens.iter().map(|t| t.1.len()).max().unwrap();
         if opt.algorithm == Algorithm::Fmm {
             let mut out = Vec::new();
@@ -466,6 +615,93 @@ mod tests {
                 let opt = Options { algorithm: alg, ..Options::default() };
                 let enc = Encoder::new(Vocab::new(toks.clone()).unwrap(), opt);
                 assert_eq!(enc.encode(&text), reference(&toks, &text, opt), "round {round} {alg:?}");
+            }
+        }
+    }
+
+    /// A vocabulary of the 256 bytes plus `extra` random tokens built from PIECES.
+    fn random_vocab(rng: &mut Rng, extra: usize, max_pieces: usize) -> Vec<(u32, Vec<u8>)> {
+        let mut toks: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        let mut seen: std::collections::HashSet<Vec<u8>> = toks.iter().map(|t| t.1.clone()).collect();
+        for _ in 0..extra {
+            let mut t = Vec::new();
+            for _ in 0..1 + rng.below(max_pieces) {
+                t.extend_from_slice(PIECES[rng.below(PIECES.len())].as_bytes());
+            }
+            if rng.below(6) == 0 && t.len() > 1 {
+                t.truncate(t.len() - 1); // partial UTF-8 sequences too
+            }
+            if seen.insert(t.clone()) {
+                let id = toks.len() as u32;
+                toks.push((id, t));
+            }
+        }
+        toks
+    }
+
+    #[test]
+    fn lane_walk_equals_one_walk() {
+        // The walk in lanes (and from a given state, as at a chunk boundary) gives exactly the
+        // matches and final state of one walk over the same range.
+        let mut rng = Rng(0x8BADF00DDEADBEEF);
+        for round in 0..40 {
+            let extra = 20 + rng.below(200);
+            let toks = random_vocab(&mut rng, extra, 6);
+            let v = Vocab::new(toks).unwrap();
+            let ac = v.automaton();
+            let mut text = Vec::new();
+            let len = [10, 1023, 1024, 1025, 1500, 4099, 9000][round % 7] + rng.below(9);
+            while text.len() < len {
+                text.extend_from_slice(PIECES[rng.below(PIECES.len())].as_bytes());
+            }
+            let n = text.len();
+            let b = n - rng.below(n / 3 + 1);
+            let a = rng.below(b / 2 + 1);
+            // The exact state after consuming text[b] (root at the end of the text).
+            let mut from = ac.root();
+            for k in (b..n).rev() {
+                from = ac.next(from, text[k]);
+            }
+            let (mut outs, mut states) = (Vec::new(), Vec::new());
+            let end = walk(ac, &text, a, b, from, &mut outs, &mut states);
+            let mut s = from;
+            for k in (a..b).rev() {
+                s = ac.next(s, text[k]);
+                assert_eq!(outs[k - a], ac.out(s), "round {round} position {k}");
+            }
+            assert_eq!(end, s, "round {round}");
+        }
+    }
+
+    #[test]
+    fn texts_over_several_chunks_match_reference() {
+        // Longer than CHUNK (the walk and the DP run in rounds, the ring carries over), with
+        // runs of one character (near-ties between paths with the same costs in another order,
+        // over a large D), tokens longer than the 64-length mask, invalid bytes, and every
+        // option set.
+        let mut rng = Rng(0x94D049BB133111EB);
+        for round in 0..4 {
+            let mut toks = random_vocab(&mut rng, 150, 4);
+            for k in 2..=70 {
+                if rng.below(3) != 0 {
+                    let id = toks.len() as u32;
+                    toks.push((id, if k % 2 == 0 { b"a".repeat(k) } else { " ".repeat(k).into_bytes() }));
+                }
+            }
+            let mut text = Vec::new();
+            while text.len() < 3 * CHUNK + rng.below(CHUNK) {
+                match rng.below(12) {
+                    0 => text.extend_from_slice(&b"a".repeat(1 + rng.below(150))),
+                    1 => text.extend_from_slice(&b" ".repeat(1 + rng.below(150))),
+                    2 => text.push(0xFF),
+                    _ => text.extend_from_slice(PIECES[rng.below(PIECES.len())].as_bytes()),
+                }
+            }
+            for (lam, eps) in [(0.05, true), (0.0, true), (0.3, false), (f64::INFINITY, true)] {
+                let opt = Options { algorithm: Algorithm::Mce, boundary_penalty: lam, token_preference: eps };
+                let enc = Encoder::new(Vocab::new(toks.clone()).unwrap(), opt);
+                let got = enc.encode(&text);
+                assert_eq!(got, reference(&toks, &text, opt), "round {round} λ {lam} ε {eps}");
             }
         }
     }

@@ -132,35 +132,6 @@ pub fn utf8_len(b: u8) -> usize {
     }
 }
 
-/// Unit index of every byte (`w[i]` of SPEC section 2), from the start flags.
-pub fn unit_indices(starts: &[u8]) -> Vec<u32> {
-    let mut w = Vec::with_capacity(starts.len());
-    let mut u: u32 = 0;
-    for (i, &s) in starts.iter().enumerate() {
-        if s != 0 && i > 0 {
-            u += 1;
-        }
-        w.push(u);
-    }
-    w
-}
-
-/// Boundary class of the candidate `x[i:j]` given the unit starts: `Some(false)` no penalty,
-/// `Some(true)` penalty λ, `None` forbidden. A direct transcription of SPEC section 2 used by
-/// tests and by counting; the encoder uses an incremental form.
-pub fn boundary(starts: &[u8], w: &[u32], i: usize, j: usize) -> Option<bool> {
-    debug_assert!(i < j && j <= starts.len());
-    let u = w[j - 1] - w[i] + 1;
-    let a = starts[i] != 0 && (j == starts.len() || starts[j] != 0);
-    if u == 1 || a {
-        Some(false)
-    } else if u == 2 {
-        Some(true)
-    } else {
-        None
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,17 +183,5 @@ mod tests {
                 assert_eq!(char_joins(c), char_joins_slow(c), "U+{cp:04X}");
             }
         }
-    }
-
-    #[test]
-    fn boundary_rules_of_the_paper() {
-        // co-advisor: units co, -, advisor
-        let t = b"co-advisor";
-        let s = starts_of(t);
-        let w = unit_indices(&s);
-        assert_eq!(boundary(&s, &w, 0, 10), Some(false)); // co-advisor
-        assert_eq!(boundary(&s, &w, 1, 3), Some(true)); // o-
-        assert_eq!(boundary(&s, &w, 1, 5), None); // o-ad
-        assert_eq!(boundary(&s, &w, 3, 5), Some(false)); // ad
     }
 }

@@ -13,11 +13,7 @@ use std::hash::{Hash, Hasher};
 
 use crate::Error;
 
-/// ε(t) of SPEC section 2 for token id `t`.
-#[inline]
-pub fn token_preference(t: u32) -> f64 {
-    0.1 / (10.0 + 10000.0 / (1.0 + 0.01 * t as f64))
-}
+use crate::cost::token_preference;
 
 /// Largest id a vocabulary may use (ids are stored as u32; the top values are reserved).
 pub const MAX_ID: u32 = u32::MAX - 1;

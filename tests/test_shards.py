@@ -343,36 +343,49 @@ def test_resume_across_files(tok16, corpus, tmp_path, monkeypatch):
     assert read_docs(out, "npy") == expected(tok16, docs, eos=EOS16)
 
 
-def test_resume_after_kill_is_byte_identical(tmp_path):
-    """A real `cnfmce tokenize` process killed (SIGKILL) mid-run, then resumed."""
-    inputs = [os.fspath(shared_path("corpora", c, "test.jsonl.gz")) for c in ("en",)]
-    tokfile = tmp_path / "tok.json"
-    small_tok().save(tokfile)
-    args = ["-t", os.fspath(tokfile), "--format", "llmc", "--shard-size", "64KB", "--threads", "1",
-            "--quiet"]
-    out, ref = tmp_path / "out", tmp_path / "ref"
-    proc = subprocess.Popen([sys.executable, "-m", "cnfmce.cli", "tokenize", "-o", os.fspath(out),
-                             *args, *inputs], stderr=subprocess.PIPE)
-    killed_at = None
+def _run_until(cmd: List[str], out: Path, shards: int, sig: int) -> Tuple[int, str, int]:
+    """Starts ``cmd``, sends ``sig`` once the manifest lists ``shards`` shards; (shards listed
+    then, stderr, return code)."""
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    sent_at = None
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         try:
             m = json.loads((out / "manifest.json").read_bytes())
         except (OSError, ValueError):
             m = None
-        if m and len(m["shards"]) >= 3:
-            proc.send_signal(signal.SIGKILL)
-            killed_at = len(m["shards"])
+        if m and len(m["shards"]) >= shards:
+            proc.send_signal(sig)
+            sent_at = len(m["shards"])
             break
         time.sleep(0.005)
-    proc.wait()
-    assert killed_at is not None, "the run ended before it could be killed"
+    err = proc.communicate(timeout=120)[1]
+    assert sent_at is not None, "the run ended before it could be interrupted"
+    return sent_at, err, proc.returncode
+
+
+def test_ctrl_c_then_kill_then_resume_is_byte_identical(tmp_path):
+    """A real `cnfmce tokenize` process interrupted with SIGINT (Ctrl-C), resumed and killed
+    with SIGKILL, then resumed to the end: the same bytes as one uninterrupted run."""
+    inputs = [os.fspath(shared_path("corpora", c, "test.jsonl.gz")) for c in ("en",)]
+    tokfile = tmp_path / "tok.json"
+    small_tok().save(tokfile)
+    args = ["-t", os.fspath(tokfile), "--format", "llmc", "--shard-size", "64KB", "--threads", "1",
+            "--quiet"]
+    out, ref = tmp_path / "out", tmp_path / "ref"
+    cmd = [sys.executable, "-m", "cnfmce.cli", "tokenize", "-o", os.fspath(out), *args, *inputs]
+    n1, err, rc = _run_until(cmd, out, 2, signal.SIGINT)
+    assert rc == 130 and "interrupted;" in err and "--resume" in err, err
     m = read_manifest(out)
-    assert not m["complete"] and len(m["shards"]) >= 3
+    assert not m["complete"] and len(m["shards"]) >= n1
+    listed = {f for s in m["shards"] for f in s["files"]} | {"manifest.json"}
+    assert set(os.listdir(out)) == listed  # Ctrl-C: no temporary file left either
+    n2, _, _ = _run_until(cmd + ["--resume"], out, len(m["shards"]) + 3, signal.SIGKILL)
+    assert not read_manifest(out)["complete"] and n2 > n1
     assert cli_main(["tokenize", "-o", os.fspath(out), "--resume", *args, *inputs]) == 0
     assert cli_main(["tokenize", "-o", os.fspath(ref), *args, *inputs]) == 0
     assert dir_bytes(out) == dir_bytes(ref)
-    assert len(read_manifest(ref)["shards"]) > killed_at
+    assert len(read_manifest(ref)["shards"]) > n2
 
 
 # --- inputs ---------------------------------------------------------------------------------------
@@ -476,3 +489,15 @@ def test_cli_tokenize(corpus, tmp_path, capsys):
     rc = cli_main(["tokenize", "-t", os.fspath(tokfile), "-o", os.fspath(tmp_path / "o2"),
                    "--format", "llmc", "--dtype", "uint16", "--eos", "70000", os.fspath(paths[0])])
     assert rc == 1 and "too many for uint16" in capsys.readouterr().err
+
+
+def test_tokenizer_hash(tok16, tmp_path):
+    from cnfmce.shards import tokenizer_sha256
+    tok16.save(tmp_path / "t.json.gz")
+    again = cnfmce.Tokenizer.load(tmp_path / "t.json.gz")
+    assert tokenizer_sha256(again) == tokenizer_sha256(tok16)
+    assert tokenizer_sha256(tok16.with_options(algorithm="fmm")) != tokenizer_sha256(tok16)
+    assert tokenizer_sha256(small_tok(70_000)) != tokenizer_sha256(tok16)
+    other = cnfmce.Tokenizer.from_tokens([bytes([b]) for b in range(256)] + WORDS[::-1],
+                                         special_tokens={EOT: EOS16})
+    assert tokenizer_sha256(other) != tokenizer_sha256(tok16)  # same tokens, other ids

@@ -345,24 +345,15 @@ class _Tables:
 
 def _crossings(group_starts: Union[bytes, np.ndarray], starts: np.ndarray,
                ends: np.ndarray) -> Tuple[int, int]:
-    """(spans with u >= 2 and not complete, spans with u >= 3 and not complete)."""
-    g = np.frombuffer(group_starts, dtype=np.uint8) if isinstance(group_starts, (bytes, bytearray)) \
-        else np.asarray(group_starts)
-    n = len(g)
-    flag = np.ones(n + 1, dtype=bool)
-    flag[:n] = g != 0
-    grp = np.cumsum(flag[:n]) - 1
-    keep = ends > starts
-    s = starts[keep]
-    e = ends[keep]
-    if not s.size:
-        return 0, 0
-    if e.max() > n:
+    """(spans with u >= 2 and not complete, spans with u >= 3 and not complete), by the
+    unit-crossing rule of the core (``cnfmce._core.crossing_counts``)."""
+    g = bytes(group_starts) if isinstance(group_starts, (bytes, bytearray)) \
+        else np.ascontiguousarray(group_starts, dtype=np.uint8).tobytes()
+    spans = np.stack([np.asarray(starts, dtype="<i8"), np.asarray(ends, dtype="<i8")], axis=1)
+    if spans.size and int(spans[:, 1].max()) > len(g):
         raise ValueError("a span ends past the end of the data")
-    touched = grp[e - 1] - grp[s] + 1
-    partial = ~(flag[s] & flag[e])
-    return (int(np.count_nonzero((touched >= 2) & partial)),
-            int(np.count_nonzero((touched >= 3) & partial)))
+    c2, c3 = _core.crossing_counts(g, np.ascontiguousarray(spans).tobytes())
+    return int(c2), int(c3)
 
 
 def crossing_count(group_starts: Union[bytes, np.ndarray], starts: np.ndarray,

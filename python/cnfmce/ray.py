@@ -346,7 +346,9 @@ def _map_count(block: AnyBlock, round_: Tuple[int, int, int], survivors_box: Seq
     """Counts one block; yields its ``parts`` parts (uint8 arrays of sorted records) and then
     its statistics."""
     import numpy as np
-    from .training import _memory, _peak_rss_bytes, _work_dir
+    from .readers import peak_rss_bytes as _peak_rss_bytes
+    from .training import _memory
+    from .workdir import work_dir as _work_dir
     if kill_marker is not None and not os.path.exists(kill_marker):
         with open(kill_marker, "w"):
             pass
@@ -374,7 +376,9 @@ def _map_count(block: AnyBlock, round_: Tuple[int, int, int], survivors_box: Seq
 def _reduce_select(selector: Any, part_refs: Sequence[Any], memory_limit: int,
                    tmp_dir: Optional[str], threads: int) -> Tuple[Any, Dict[str, Any]]:
     """Sums one partition's parts and applies the round's selector."""
-    from .training import _memory, _peak_rss_bytes, _work_dir
+    from .readers import peak_rss_bytes as _peak_rss_bytes
+    from .training import _memory
+    from .workdir import work_dir as _work_dir
     ray = _ray()
     t0 = time.perf_counter()
     with _work_dir(tmp_dir) as tmp:
@@ -410,7 +414,7 @@ class _FilterActor:
         return os.getpid()
 
     def usage(self, block: AnyBlock) -> Tuple[Any, Dict[str, Any]]:
-        from .training import _peak_rss_bytes
+        from .readers import peak_rss_bytes as _peak_rss_bytes
         t0 = time.perf_counter()
         total = _core.BlockUsage()
         docs_n = 0
@@ -457,7 +461,7 @@ def _measure(ray: Any, paths: List[str]) -> List[int]:
 # --- the run on the driver -------------------------------------------------------------------------
 
 def _fmt(n: float) -> str:
-    from .training import _fmt_bytes
+    from .readers import fmt_bytes as _fmt_bytes
     return _fmt_bytes(n)
 
 
@@ -534,7 +538,7 @@ class _Run:
                     end: Any, info: Dict[str, Any]) -> None:
         """Counting round ``k`` of ``n`` for ``owner`` (a core Trainer or Counter in a counting
         pass): map, reduce, then ``end(selections)``."""
-        from .training import _Progress, _peak_rss_bytes
+        from .readers import Progress as _Progress, peak_rss_bytes as _peak_rss_bytes
         ray = self.ray
         lo, hi, thr = r
         P = self.partitions
@@ -605,7 +609,7 @@ class _Run:
         """The filtering pass: one filter actor per node, blocks dealt to them as they finish;
         ``end(total_usage)`` with the exact sum."""
         import numpy as np
-        from .training import _Progress
+        from .readers import Progress as _Progress
         ray = self.ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         t0 = time.perf_counter()
@@ -706,7 +710,7 @@ def _counting_meta(rounds: Any, raw_vocab_size: Optional[int], run: _Run) -> Dic
 
 
 def _finish_counting(run: _Run, info: Dict[str, Any], t0: float) -> None:
-    from .training import _peak_rss_bytes
+    from .readers import peak_rss_bytes as _peak_rss_bytes
     info.update(documents=run.inputs.documents, bytes=run.inputs.text_bytes,
                 seconds=round(time.perf_counter() - t0, 3), peak_rss=_peak_rss_bytes())
 
@@ -732,7 +736,9 @@ def count(inputs: Any, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SIZE,
     directory). ``cpus_per_task``: CPUs (and core threads) of each task. ``num_threads``:
     threads of the driver's selection. Progress (documents, MB, round) shows on the driver.
     """
-    from .training import Counts, _check_threads, _warn_rounds, _work_dir
+    from .counts import Counts
+    from .training import _check_threads, _warn_rounds
+    from .workdir import work_dir as _work_dir
     _check_positive_int("raw_vocab_size", raw_vocab_size)
     with _work_dir(None) as tmp:
         counter = _core.Counter(rounds, raw_vocab_size, 1 << 30, os.path.join(tmp, ""),
@@ -787,7 +793,8 @@ def train(inputs: Any, vocab_size: int = _core.DEFAULT_VOCAB_SIZE,
     """:func:`cnfmce.train` on a Ray cluster (also ``cnfmce.train(..., backend="ray")``): the
     same vocabulary, byte for byte, whatever the number of workers, blocks and partitions.
     The Ray arguments are those of :func:`count`."""
-    from .training import _check_threads, _warn_rounds, _work_dir
+    from .training import _check_threads, _warn_rounds
+    from .workdir import work_dir as _work_dir
     opts = _check_options(algorithm, boundary_penalty, token_preference)
     with _work_dir(None) as tmp:
         trainer = _core.Trainer(vocab_size, raw_vocab_size, rounds, special_tokens, opts,
@@ -821,13 +828,15 @@ def train_from_counts(counts: Any, inputs: Any, vocab_size: int = _core.DEFAULT_
                       block_size: Optional[Union[int, str]] = None, cpus_per_task: int = 1) -> Tokenizer:
     """:func:`cnfmce.train_from_counts` with the filtering pass on a Ray cluster (counts: a
     mapping, a counts file or parquet counts, as locally)."""
-    from .training import _check_threads, _count_lists, _load_any_counts, _work_dir
+    from .counts import load_any_counts
+    from .training import _check_threads, _memory
+    from .workdir import work_dir as _work_dir
     opts = _check_options(algorithm, boundary_penalty, token_preference)
     with _work_dir(None) as tmp:
         trainer = _core.Trainer(vocab_size, raw_vocab_size, None, special_tokens, opts,
                                 tmp_dir=os.path.join(tmp, ""), num_threads=_check_threads(num_threads))
         try:
-            toks, vals = _load_any_counts(counts, raw_vocab_size, tmp)
+            toks, vals = load_any_counts(counts, raw_vocab_size, tmp, _memory(None)[1])
             trainer.use_counts(toks, vals)
             del toks, vals
             run = _Run(inputs, ray_address, field, block_size, None, None, tmp_dir,

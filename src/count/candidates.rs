@@ -7,6 +7,7 @@
 //! shorter than the round's minimum length is not in the trie of earlier rounds with a count of
 //! at least the round's threshold.
 
+use crate::cost::{crossing, Crossing};
 use super::rounds::Round;
 use crate::trie::{ByteTrie, ROOT};
 
@@ -47,7 +48,7 @@ pub(crate) fn count_candidates(
                 continue; // ends inside a character: an extension may be valid
             }
             let whole = start_i && starts[j] != 0;
-            if units > 2 && !whole {
+            if crossing(units, whole) == Crossing::Forbidden {
                 if !start_i {
                     break; // forbidden, and no extension can start at a unit start
                 }

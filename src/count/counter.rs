@@ -322,7 +322,6 @@ mod tests {
             let x = d.as_bytes();
             let mut s = Vec::new();
             unit_starts(x, &mut s);
-            let w = crate::units::unit_indices(&s);
             for i in 0..x.len() {
                 if !d.is_char_boundary(i) {
                     continue;
@@ -331,7 +330,7 @@ mod tests {
                     if !d.is_char_boundary(j) || j - i < r.min_len {
                         continue;
                     }
-                    if crate::units::boundary(&s, &w, i, j).is_some() {
+                    if crate::cost::crossing_of(&s, i, j) != crate::cost::Crossing::Forbidden {
                         *m.entry(x[i..j].to_vec()).or_insert(0) += 1;
                     }
                 }

@@ -6,13 +6,13 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 
 use super::blocks::{PyBlockCounts, PySurvivors};
 use super::shuffle::{PyRoundSelector, PySelection};
-use super::util::{guarded, make_pool, read_positive, read_rounds, rounds_tuple, str_bytes, to_py};
+use super::util::{guarded, read_positive, read_rounds, rounds_tuple, str_bytes, to_py, ForkSafePool};
 
 /// CNF counting over rounds (Algorithm 1); the Python side feeds batches of documents.
 #[pyclass(module = "cnfmce._core", name = "Counter", frozen)]
 pub(crate) struct PyCounter {
     inner: std::sync::Mutex<crate::Counter>,
-    pool: rayon::ThreadPool,
+    pool: ForkSafePool,
 }
 
 impl PyCounter {
@@ -50,7 +50,7 @@ impl PyCounter {
         let rounds = read_rounds(rounds)?;
         let m = read_positive(raw_vocab_size, "raw_vocab_size")?;
         let c = crate::Counter::new(rounds, m, budget, tmp_dir).map_err(|e| to_py(py, e))?;
-        Ok(PyCounter { inner: std::sync::Mutex::new(c), pool: make_pool(num_threads)? })
+        Ok(PyCounter { inner: std::sync::Mutex::new(c), pool: ForkSafePool::checked(num_threads)? })
     }
 
     /// The rounds, as (min_len, max_len, threshold) triples.
@@ -62,7 +62,8 @@ impl PyCounter {
     fn begin_round(&self, py: Python<'_>) -> PyResult<()> {
         let mut g = self.lock();
         let c = &mut *g;
-        py.detach(|| guarded(|| c.begin_round()))?.map_err(|e| to_py(py, e))
+        let pool = &self.pool;
+        py.detach(|| guarded(|| pool.install(|| c.begin_round())))??.map_err(|e| to_py(py, e))
     }
 
     /// Counts a batch of documents with the GIL released.
@@ -71,7 +72,7 @@ impl PyCounter {
         let mut g = self.lock();
         let c = &mut *g;
         let pool = &self.pool;
-        py.detach(|| guarded(|| pool.install(|| c.add(&bytes))))?.map_err(|e| to_py(py, e))
+        py.detach(|| guarded(|| pool.install(|| c.add(&bytes))))??.map_err(|e| to_py(py, e))
     }
 
     /// Ends the round; returns its statistics as a dict.
@@ -79,7 +80,7 @@ impl PyCounter {
         let mut g = self.lock();
         let c = &mut *g;
         let pool = &self.pool;
-        let st = py.detach(|| guarded(|| pool.install(|| c.end_round())))?.map_err(|e| to_py(py, e))?;
+        let st = py.detach(|| guarded(|| pool.install(|| c.end_round())))??.map_err(|e| to_py(py, e))?;
         round_stats(py, &st, c.kept_bytes())
     }
 
@@ -87,7 +88,8 @@ impl PyCounter {
     fn survivors(&self, py: Python<'_>) -> PyResult<PySurvivors> {
         let g = self.lock();
         let c = &*g;
-        let inner = py.detach(|| guarded(|| c.survivors()))?.map_err(|e| to_py(py, e))?;
+        let pool = &self.pool;
+        let inner = py.detach(|| guarded(|| pool.install(|| c.survivors())))??.map_err(|e| to_py(py, e))?;
         Ok(PySurvivors { inner })
     }
 
@@ -96,7 +98,8 @@ impl PyCounter {
         let mut g = self.lock();
         let c = &mut *g;
         let counts = &counts.get().inner;
-        let st = py.detach(|| guarded(|| c.end_round_with(counts)))?.map_err(|e| to_py(py, e))?;
+        let pool = &self.pool;
+        let st = py.detach(|| guarded(|| pool.install(|| c.end_round_with(counts))))??.map_err(|e| to_py(py, e))?;
         round_stats(py, &st, c.kept_bytes())
     }
 
@@ -113,7 +116,7 @@ impl PyCounter {
         let parts: Vec<&crate::Selection> = parts.iter().map(|p| &p.get().inner).collect();
         let pool = &self.pool;
         let st = py
-            .detach(|| guarded(|| pool.install(|| c.end_round_with_selected(&parts))))?
+            .detach(|| guarded(|| pool.install(|| c.end_round_with_selected(&parts))))??
             .map_err(|e| to_py(py, e))?;
         round_stats(py, &st, c.kept_bytes())
     }
@@ -129,8 +132,9 @@ impl PyCounter {
     }
 
     /// The raw vocabulary: (tokens, counts), best first.
-    fn result<'py>(&self, py: Python<'py>) -> (Vec<Bound<'py, PyBytes>>, Vec<u64>) {
+    fn result<'py>(&self, py: Python<'py>) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<u64>)> {
         let c = self.lock();
-        c.result().into_iter().map(|(k, v)| (PyBytes::new(py, k), v)).unzip()
+        let r = self.pool.install(|| c.result())?;
+        Ok(r.into_iter().map(|(k, v)| (PyBytes::new(py, k), v)).unzip())
     }
 }

@@ -25,6 +25,40 @@ fn unit_starts<'py>(py: Python<'py>, data: &[u8]) -> Bound<'py, PyBytes> {
     PyBytes::new(py, &v)
 }
 
+/// `(partial or forbidden, forbidden)`: how many of the spans cross groups partially (touch two
+/// or more groups without covering whole groups only), and how many of those touch three or
+/// more (the crossings MCE forbids), by the unit-crossing rule of `crate::cost`. `group_starts`:
+/// nonzero where a byte starts a group (a unit, or a character); `spans`: little-endian int64
+/// pairs `(start, end)`; empty spans are not counted.
+#[pyfunction]
+fn crossing_counts(group_starts: &[u8], spans: &[u8]) -> PyResult<(u64, u64)> {
+    use crate::cost::{crossing_of, Crossing};
+    if spans.len() % 16 != 0 {
+        return Err(pyo3::exceptions::PyValueError::new_err("spans must hold int64 (start, end) pairs"));
+    }
+    let n = group_starts.len() as i64;
+    let (mut partial, mut forbidden) = (0u64, 0u64);
+    for pair in spans.chunks_exact(16) {
+        let s = i64::from_le_bytes(pair[..8].try_into().expect("8 bytes"));
+        let e = i64::from_le_bytes(pair[8..].try_into().expect("8 bytes"));
+        if e <= s {
+            continue;
+        }
+        if s < 0 || e > n {
+            return Err(pyo3::exceptions::PyValueError::new_err("a span lies outside the data"));
+        }
+        match crossing_of(group_starts, s as usize, e as usize) {
+            Crossing::Free => {}
+            Crossing::Partial => partial += 1,
+            Crossing::Forbidden => {
+                partial += 1;
+                forbidden += 1;
+            }
+        }
+    }
+    Ok((partial, forbidden))
+}
+
 /// The raw_vocab_size training uses for `vocab_size` when none is given.
 #[pyfunction]
 fn default_raw_vocab_size(vocab_size: &Bound<'_, PyAny>) -> PyResult<usize> {
@@ -55,6 +89,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<shuffle::PyCountsMerger>()?;
     m.add_function(wrap_pyfunction!(shuffle::partition_of, m)?)?;
     m.add_function(wrap_pyfunction!(unit_starts, m)?)?;
+    m.add_function(wrap_pyfunction!(crossing_counts, m)?)?;
     m.add_function(wrap_pyfunction!(default_raw_vocab_size, m)?)?;
     m.add_function(wrap_pyfunction!(rounds_warning, m)?)?;
     // The defaults, written once in the core.

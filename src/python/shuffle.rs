@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use super::blocks::{PyBlockCounts, PySurvivors};
-use super::util::{guarded, make_pool, read_round, str_bytes, to_py};
+use super::util::{guarded, read_round, str_bytes, to_py, ForkSafePool};
 
 /// `__reduce__` for the classes that travel as bytes: `type(x).from_bytes(x.to_bytes())`.
 fn reduce_by_bytes<'py, T: pyo3::PyClass>(slf: &Bound<'py, T>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
@@ -143,7 +143,7 @@ pub(crate) struct PyBlockCounter {
     state: Mutex<Finished>,
     stats: Mutex<crate::RoundStats>,
     totals: Mutex<(u64, u64)>,
-    pool: rayon::ThreadPool,
+    pool: ForkSafePool,
 }
 
 impl PyBlockCounter {
@@ -171,7 +171,7 @@ impl PyBlockCounter {
             state: Mutex::new(Finished::Counting(inner)),
             stats: Mutex::new(crate::RoundStats::default()),
             totals: Mutex::new((0, 0)),
-            pool: make_pool(num_threads)?,
+            pool: ForkSafePool::checked(num_threads)?,
         })
     }
 
@@ -184,7 +184,7 @@ impl PyBlockCounter {
             return Err(PyValueError::new_err("the block is finished"));
         };
         let pool = &self.pool;
-        py.detach(|| guarded(|| pool.install(|| c.add(&bytes, s))))?.map_err(|e| to_py(py, e))?;
+        py.detach(|| guarded(|| pool.install(|| c.add(&bytes, s))))??.map_err(|e| to_py(py, e))?;
         *self.stats.lock().unwrap_or_else(|p| p.into_inner()) = c.stats.clone();
         *self.totals.lock().unwrap_or_else(|p| p.into_inner()) = (c.documents, c.bytes);
         Ok(())
@@ -221,7 +221,7 @@ impl PyBlockCounter {
         };
         let Finished::Counting(c) = std::mem::replace(&mut *g, Finished::Gone) else { unreachable!() };
         let pool = &self.pool;
-        let out = py.detach(|| guarded(|| pool.install(|| c.finish(parts))))?.map_err(|e| to_py(py, e))?;
+        let out = py.detach(|| guarded(|| pool.install(|| c.finish(parts))))??.map_err(|e| to_py(py, e))?;
         *g = Finished::Parts(out.into_iter().map(Some).collect());
         Ok(())
     }
@@ -266,7 +266,7 @@ impl Drop for PyBlockCounter {
 #[pyclass(module = "cnfmce._core", name = "CountsMerger", frozen)]
 pub(crate) struct PyCountsMerger {
     inner: Mutex<Option<crate::CountsMerger>>,
-    pool: rayon::ThreadPool,
+    pool: ForkSafePool,
 }
 
 impl PyCountsMerger {
@@ -278,7 +278,7 @@ impl PyCountsMerger {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let m = g.as_mut().ok_or_else(|| PyValueError::new_err("the merger is finished"))?;
         let pool = &self.pool;
-        py.detach(|| guarded(|| pool.install(|| f(m))))?.map_err(|e| to_py(py, e))
+        py.detach(|| guarded(|| pool.install(|| f(m))))??.map_err(|e| to_py(py, e))
     }
 
     fn take(&self) -> PyResult<crate::CountsMerger> {
@@ -292,7 +292,7 @@ impl PyCountsMerger {
     #[new]
     #[pyo3(signature = (budget, tmp_dir, num_threads=None))]
     fn new(budget: usize, tmp_dir: std::path::PathBuf, num_threads: Option<usize>) -> PyResult<Self> {
-        Ok(PyCountsMerger { inner: Mutex::new(Some(crate::CountsMerger::new(budget, tmp_dir))), pool: make_pool(num_threads)? })
+        Ok(PyCountsMerger { inner: Mutex::new(Some(crate::CountsMerger::new(budget, tmp_dir))), pool: ForkSafePool::checked(num_threads)? })
     }
 
     /// Adds partial counts as records sorted bytewise (any bytes-like object); refuses
@@ -327,7 +327,7 @@ impl PyCountsMerger {
         let m = self.take()?;
         let s = &selector.get().inner;
         let pool = &self.pool;
-        let inner = py.detach(|| guarded(|| pool.install(|| m.select(s))))?.map_err(|e| to_py(py, e))?;
+        let inner = py.detach(|| guarded(|| pool.install(|| m.select(s))))??.map_err(|e| to_py(py, e))?;
         Ok(PySelection { inner })
     }
 
@@ -337,7 +337,7 @@ impl PyCountsMerger {
     fn top<'py>(&self, py: Python<'py>, limit: Option<usize>) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<u64>)> {
         let m = self.take()?;
         let pool = &self.pool;
-        let out = py.detach(|| guarded(|| pool.install(|| m.top(limit))))?.map_err(|e| to_py(py, e))?;
+        let out = py.detach(|| guarded(|| pool.install(|| m.top(limit))))??.map_err(|e| to_py(py, e))?;
         Ok(out.iter().map(|(k, c)| (PyBytes::new(py, k), *c)).unzip())
     }
 
