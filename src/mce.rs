@@ -330,16 +330,11 @@ impl PieceEntry {
 /// `D[q]` may be for its decisions to stand (see `Encoder::piece_program`); a piece that is a
 /// tie at any magnitude is never cached. Replaying an entry adds its costs right to left onto
 /// `D[q]`: the same operations on the same values as the program, so `D[p]` is bit-identical.
+#[derive(Default)]
 struct PieceCache {
     /// The encoder whose pieces these are (0: none).
     owner: u64,
     entries: Vec<PieceEntry>,
-}
-
-impl Default for PieceCache {
-    fn default() -> Self {
-        PieceCache { owner: 0, entries: Vec::new() }
-    }
 }
 
 impl PieceCache {
@@ -599,7 +594,11 @@ impl Encoder {
             for m in (0..e.ntok as usize).rev() {
                 let l = e.tlen[m] as usize;
                 pos -= l;
-                d = self.costs.cost_of(e.partial >> m & 1 != 0, token_preference(e.ids[m])) + d;
+                // c(i, j) + D[j], written as the program writes it (the sum is the same).
+                #[allow(clippy::assign_op_pattern)]
+                {
+                    d = self.costs.cost_of(e.partial >> m & 1 != 0, token_preference(e.ids[m])) + d;
+                }
                 scratch.choice[pos] = e.ids[m];
                 scratch.lens[pos] = l as u8;
             }
@@ -692,7 +691,7 @@ impl Encoder {
             let u = f64::EPSILON / 2.0;
             let bound = gap / (4.0 * (len as f64 + 1.0) * u) - 2.0 * top + x;
             entry.x_max = bound - 1e-9 * (bound.abs() + 2.0 * top + x.abs() + 1.0);
-            if !(entry.x_max > 0.0) {
+            if entry.x_max.is_nan() || entry.x_max <= 0.0 {
                 return (d[0], None);
             }
         }
