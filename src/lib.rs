@@ -5,8 +5,33 @@
 //! `cnfmce._core` extension module) live in `python/`, behind the `python` feature.
 //!
 //! - [`Tokenizer`] encodes and decodes with a [`Vocab`] and its [`Options`] ([`Algorithm`], λ, ε).
-//! - [`Counter`] (counting over [`Round`]s) and [`Filter`] (usage under MCE, selection) are the
-//!   two phases of CNF vocabulary training.
+//! - [`train`] (or [`Trainer`], one pass at a time) trains a vocabulary from documents;
+//!   [`Counter`] (counting over [`Round`]s) and [`Filter`] (usage under MCE, selection) are its
+//!   two phases, and [`count_block`], [`BlockCounts`], [`BlockUsage`] the steps of a run spread
+//!   over several machines (docs/spec.md section 6).
+//!
+//! Encoding with a vocabulary (the 256 single bytes are required; ids need not be dense):
+//!
+//! ```
+//! use cnfmce::{Algorithm, Options, Tokenizer};
+//! let mut tokens: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+//! for (id, t) in [(256, "the"), (257, " cat"), (258, " ca"), (259, "t sat")] {
+//!     tokens.push((id, t.as_bytes().to_vec()));
+//! }
+//! let specials = vec![(b"<|end|>".to_vec(), 300)];
+//! let tok = Tokenizer::new(tokens, specials, Options::default()).unwrap();
+//! // " ca" + "t sat" would be fewer tokens, but "t sat" starts inside the unit "cat" and
+//! // reaches "sat": it touches three units, which MCE forbids.
+//! let ids = tok.encode(b"the cat sat", None);
+//! assert_eq!(ids, vec![256, 257, b' ' as u32, b's' as u32, b'a' as u32, b't' as u32]);
+//! assert_eq!(tok.decode(&ids).unwrap(), b"the cat sat");
+//! // special tokens are matched only when allowed
+//! let all = tok.matcher(None).unwrap();
+//! assert_eq!(tok.encode(b"the<|end|>", Some(&all)), vec![256, 300]);
+//! // forward maximum matching over the same vocabulary
+//! let fmm = Tokenizer::new(vec![], vec![], Options::default().with_algorithm(Algorithm::Fmm));
+//! assert!(fmm.is_err()); // an empty vocabulary lacks the single bytes
+//! ```
 
 mod automaton;
 mod cost;

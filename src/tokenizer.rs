@@ -319,11 +319,20 @@ impl Tokenizer {
         allowed: Option<&SpecialMatcher>,
         unit: OffsetUnit,
     ) -> Vec<(Vec<u32>, Vec<(usize, usize)>)> {
-        map_slices(texts, |t, scratch| {
-            let ids = self.encode_with_scratch(t, allowed, scratch);
-            let offsets = self.offsets(t, &ids, unit).expect("encode tiles its text");
-            (ids, offsets)
-        })
+        map_slices(texts, |t, scratch| self.encode_with_offsets_scratch(t, allowed, unit, scratch))
+    }
+
+    /// [`encode_with_offsets`](Self::encode_with_offsets) with the given scratch buffers.
+    pub(crate) fn encode_with_offsets_scratch(
+        &self,
+        text: &[u8],
+        allowed: Option<&SpecialMatcher>,
+        unit: OffsetUnit,
+        scratch: &mut Scratch,
+    ) -> (Vec<u32>, Vec<(usize, usize)>) {
+        let ids = self.encode_with_scratch(text, allowed, scratch);
+        let offsets = self.offsets(text, &ids, unit).expect("encode tiles its text");
+        (ids, offsets)
     }
 
     /// The bytes of one id (regular or special).

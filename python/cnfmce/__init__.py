@@ -20,8 +20,8 @@ from .corpus import Documents
 from .errors import CnfmceError, CorpusError, TokenizerFileError, UnknownIdError
 from .evaluation import compare, evaluate
 from .tokenizer import Tokenizer
-from .training import (DEFAULT_ROUNDS, Counts, count, load_counts, merge_counts, save_counts, train,
-                       train_from_counts)
+from .counts import Counts, load_counts, merge_counts, save_counts
+from .training import DEFAULT_ROUNDS, count, train, train_from_counts
 
 __all__ = [
     "__version__",

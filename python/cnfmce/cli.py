@@ -178,7 +178,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_count(args: argparse.Namespace) -> int:
-    from .training import DEFAULT_ROUNDS, count, save_counts
+    from .counts import save_counts
+    from .training import DEFAULT_ROUNDS, count
     _check_output(args.output)
     from . import _core
     counts = count(_input_paths(args.inputs),

@@ -1,4 +1,6 @@
-"""Tokenizer files: the project's own format, tiktoken files and Hugging Face ``tokenizer.json``.
+"""The files this package reads and writes, in one place (docs/spec.md section 3): the
+project's tokenizer file, counts files, tiktoken files and Hugging Face ``tokenizer.json``, and
+:func:`tokenizer_file_kind`, which tells which one a file is.
 
 The project's own file (``Tokenizer.save``) is JSON, optionally gzip-compressed when the name ends
 in ``.gz``::
@@ -25,6 +27,12 @@ no Python object per token::
 
 Version 2 files may use either form; version 1 files use the list. Reading never executes
 anything from the file.
+
+A counts file (``cnfmce count``, :func:`cnfmce.save_counts`; gzip when the name ends in ``.gz``)
+is text: a first line ``# cnfmce counts v1``, a second line ``# `` followed by a JSON object (how
+the counts were made; may be ``{}``), then one ``<base64 bytes>\t<count>`` line per candidate,
+best first (count descending, ties by bytes). A tiktoken file has one ``<base64 token> <rank>``
+line per token. Both are read by the same line reader (:func:`_b64_int_lines`).
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ import math
 import os
 import re
 import zlib
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from .errors import TokenizerFileError
 
@@ -45,6 +53,7 @@ __all__ = [
     "FORMAT_NAME", "FORMAT_VERSION", "PACK_ABOVE", "PackedTokens", "read_bytes", "write_bytes_atomic", "parse_tiktoken",
     "parse_hf", "parse_native", "parse_native_bytes", "dump_native", "bytes_to_unicode",
     "tokenizer_file_kind", "TOKENIZER_FILE_KINDS", "inflate_limit", "MAX_INFLATED_BYTES",
+    "COUNTS_MAGIC", "parse_counts", "dump_counts",
 ]
 
 FORMAT_NAME = "cnfmce"
@@ -154,25 +163,37 @@ def _short_json(v: Any, n: int = 40) -> str:
 
 # --- tiktoken -----------------------------------------------------------------------------------
 
+def _b64_int_lines(data: bytes, p: str, sep: Optional[bytes], what: Tuple[str, str],
+                   first_line: int = 1) -> Iterator[Tuple[int, bytes, int]]:
+    """``(line number, bytes, n)`` for every ``<base64> <int>`` line of ``data`` (blank lines
+    skipped; ``data``'s first line is line ``first_line`` of the file), the two fields split at
+    ``sep`` (None: any whitespace); ``what`` names them in
+    messages (``("token", "rank")``). A malformed line, an empty token or a negative number raises
+    :class:`TokenizerFileError` naming the file and line."""
+    a, b = what
+    for lineno, line in enumerate(data.split(b"\n"), first_line):
+        if not line.strip():
+            continue
+        parts = line.split(sep)
+        if len(parts) != 2:
+            shown = "\\t" if sep == b"\t" else " "
+            raise TokenizerFileError(f"{p}:{lineno}: expected '<base64 {a}>{shown}<{b}>'")
+        try:
+            tok = base64.b64decode(parts[0], validate=True)
+            n = int(parts[1])
+        except (binascii.Error, ValueError):
+            raise TokenizerFileError(f"{p}:{lineno}: bad base64 {a} or {b}") from None
+        if n < 0 or not tok:
+            raise TokenizerFileError(f"{p}:{lineno}: negative {b} or empty {a}")
+        yield lineno, tok, n
+
+
 def parse_tiktoken(path: "os.PathLike[str] | str") -> Tuple[List[int], List[bytes]]:
     """Parses a tiktoken file: one ``<base64 token> <rank>`` per line; rank = id."""
     p = os.fspath(path)
-    data = read_bytes(p)
     ids: List[int] = []
     toks: List[bytes] = []
-    for lineno, line in enumerate(data.splitlines(), 1):
-        if not line.strip():
-            continue
-        parts = line.split()
-        if len(parts) != 2:
-            raise TokenizerFileError(f"{p}:{lineno}: expected '<base64 token> <rank>'")
-        try:
-            tok = base64.b64decode(parts[0], validate=True)
-            rank = int(parts[1])
-        except (binascii.Error, ValueError):
-            raise TokenizerFileError(f"{p}:{lineno}: bad base64 token or rank") from None
-        if rank < 0 or not tok:
-            raise TokenizerFileError(f"{p}:{lineno}: negative rank or empty token")
+    for lineno, tok, rank in _b64_int_lines(read_bytes(p), p, None, ("token", "rank")):
         if rank >= MAX_ID:
             raise TokenizerFileError(f"{p}:{lineno}: rank {rank} is too large (ids are below {MAX_ID})")
         ids.append(rank)
@@ -180,6 +201,53 @@ def parse_tiktoken(path: "os.PathLike[str] | str") -> Tuple[List[int], List[byte
     if not toks:
         raise TokenizerFileError(f"{p}: no tokens in file")
     return ids, toks
+
+
+# --- counts files ---------------------------------------------------------------------------------
+
+COUNTS_MAGIC = "# cnfmce counts v1"
+
+
+def dump_counts(items: Iterable[Tuple[bytes, int]], info: Dict[str, Any]) -> bytes:
+    """A counts file's bytes (uncompressed): ``items`` are ``(candidate, count)`` in the order
+    to write (best first)."""
+    lines = [COUNTS_MAGIC, "# " + json.dumps(info, ensure_ascii=True, default=str)]
+    for tok, c in items:
+        if not isinstance(tok, bytes) or not isinstance(c, int) or c < 0:
+            raise TypeError("counts must map bytes to non-negative ints")
+        lines.append(f"{base64.b64encode(tok).decode('ascii')}\t{c}")
+    return ("\n".join(lines) + "\n").encode("ascii")
+
+
+def parse_counts(path: "os.PathLike[str] | str") -> Tuple[Dict[str, Any], Dict[bytes, int]]:
+    """Reads a counts file: ``(info, counts)``; a candidate listed twice gets the sum."""
+    p = os.fspath(path)
+    data = read_bytes(p)
+    first, _, rest = data.partition(b"\n")
+    if first.strip().decode("ascii", "replace") != COUNTS_MAGIC:
+        raise TokenizerFileError(f"{p}: not a cnfmce counts file (first line must be {COUNTS_MAGIC!r})")
+    info: Any = {}
+    second, _, body = rest.partition(b"\n")
+    first_line = 3
+    if second.startswith(b"#"):
+        try:
+            info = json.loads(second[1:].strip() or b"{}")
+        except RecursionError:
+            raise TokenizerFileError(f"{p}:2: JSON header nested too deeply") from None
+        except ValueError:
+            raise TokenizerFileError(f"{p}:2: malformed JSON header") from None
+    else:
+        body, first_line = rest, 2
+    out: Dict[bytes, int] = {}
+    lines = body.split(b"\n")
+    # comment lines after the header are skipped like blank ones
+    kept = b"\n".join(b"" if line.startswith(b"#") else line for line in lines)
+    for lineno, tok, c in _b64_int_lines(kept, p, b"\t", ("candidate", "count"), first_line):
+        c += out.get(tok, 0)
+        if c >= 2**64:
+            raise TokenizerFileError(f"{p}:{lineno}: count {c} does not fit in 64 bits")
+        out[tok] = c
+    return (info if isinstance(info, dict) else {}), out
 
 
 # --- Hugging Face tokenizer.json ------------------------------------------------------------------

@@ -5,13 +5,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
 use super::blocks::{PyBlockCounts, PySurvivors};
-use super::util::{guarded, make_pool, read_positive, read_rounds, rounds_tuple, str_bytes, to_py};
+use super::util::{guarded, read_positive, read_rounds, rounds_tuple, str_bytes, to_py, ForkSafePool};
 
 /// CNF counting over rounds (Algorithm 1); the Python side feeds batches of documents.
 #[pyclass(module = "cnfmce._core", name = "Counter", frozen)]
 pub(crate) struct PyCounter {
     inner: std::sync::Mutex<crate::Counter>,
-    pool: rayon::ThreadPool,
+    pool: ForkSafePool,
 }
 
 impl PyCounter {
@@ -49,7 +49,7 @@ impl PyCounter {
         let rounds = read_rounds(rounds)?;
         let m = read_positive(raw_vocab_size, "raw_vocab_size")?;
         let c = crate::Counter::new(rounds, m, budget, tmp_dir).map_err(|e| to_py(py, e))?;
-        Ok(PyCounter { inner: std::sync::Mutex::new(c), pool: make_pool(num_threads)? })
+        Ok(PyCounter { inner: std::sync::Mutex::new(c), pool: ForkSafePool::checked(num_threads)? })
     }
 
     /// The rounds, as (min_len, max_len, threshold) triples.
@@ -61,7 +61,8 @@ impl PyCounter {
     fn begin_round(&self, py: Python<'_>) -> PyResult<()> {
         let mut g = self.lock();
         let c = &mut *g;
-        py.detach(|| guarded(|| c.begin_round()))?.map_err(|e| to_py(py, e))
+        let pool = &self.pool;
+        py.detach(|| guarded(|| pool.install(|| c.begin_round())))??.map_err(|e| to_py(py, e))
     }
 
     /// Counts a batch of documents with the GIL released.
@@ -70,7 +71,7 @@ impl PyCounter {
         let mut g = self.lock();
         let c = &mut *g;
         let pool = &self.pool;
-        py.detach(|| guarded(|| pool.install(|| c.add(&bytes))))?.map_err(|e| to_py(py, e))
+        py.detach(|| guarded(|| pool.install(|| c.add(&bytes))))??.map_err(|e| to_py(py, e))
     }
 
     /// Ends the round; returns its statistics as a dict.
@@ -78,7 +79,7 @@ impl PyCounter {
         let mut g = self.lock();
         let c = &mut *g;
         let pool = &self.pool;
-        let st = py.detach(|| guarded(|| pool.install(|| c.end_round())))?.map_err(|e| to_py(py, e))?;
+        let st = py.detach(|| guarded(|| pool.install(|| c.end_round())))??.map_err(|e| to_py(py, e))?;
         round_stats(py, &st, c.kept_bytes())
     }
 
@@ -86,7 +87,8 @@ impl PyCounter {
     fn survivors(&self, py: Python<'_>) -> PyResult<PySurvivors> {
         let g = self.lock();
         let c = &*g;
-        let inner = py.detach(|| guarded(|| c.survivors()))?.map_err(|e| to_py(py, e))?;
+        let pool = &self.pool;
+        let inner = py.detach(|| guarded(|| pool.install(|| c.survivors())))??.map_err(|e| to_py(py, e))?;
         Ok(PySurvivors { inner })
     }
 
@@ -95,7 +97,8 @@ impl PyCounter {
         let mut g = self.lock();
         let c = &mut *g;
         let counts = &counts.get().inner;
-        let st = py.detach(|| guarded(|| c.end_round_with(counts)))?.map_err(|e| to_py(py, e))?;
+        let pool = &self.pool;
+        let st = py.detach(|| guarded(|| pool.install(|| c.end_round_with(counts))))??.map_err(|e| to_py(py, e))?;
         round_stats(py, &st, c.kept_bytes())
     }
 
@@ -110,8 +113,9 @@ impl PyCounter {
     }
 
     /// The raw vocabulary: (tokens, counts), best first.
-    fn result<'py>(&self, py: Python<'py>) -> (Vec<Bound<'py, PyBytes>>, Vec<u64>) {
+    fn result<'py>(&self, py: Python<'py>) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<u64>)> {
         let c = self.lock();
-        c.result().into_iter().map(|(k, v)| (PyBytes::new(py, k), v)).unzip()
+        let r = self.pool.install(|| c.result())?;
+        Ok(r.into_iter().map(|(k, v)| (PyBytes::new(py, k), v)).unzip())
     }
 }

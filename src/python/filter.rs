@@ -7,14 +7,14 @@ use pyo3::types::{PyBytes, PyString};
 
 use super::blocks::PyBlockUsage;
 use super::options::PyOptions;
-use super::util::{guarded, make_pool, str_bytes, to_py};
+use super::util::{guarded, str_bytes, to_py, ForkSafePool};
 use crate::Algorithm;
 
 /// CNF filtering: usage counts of a raw vocabulary under MCE.
 #[pyclass(module = "cnfmce._core", name = "Filter", frozen)]
 pub(crate) struct PyFilter {
     inner: crate::Filter,
-    pool: rayon::ThreadPool,
+    pool: ForkSafePool,
 }
 
 #[pymethods]
@@ -31,9 +31,9 @@ impl PyFilter {
         num_threads: Option<usize>,
     ) -> PyResult<Self> {
         let options = PyOptions::or_default(options).with_algorithm(Algorithm::Mce);
-        let pool = make_pool(num_threads)?;
+        let pool = ForkSafePool::checked(num_threads)?;
         let inner = py
-            .detach(|| guarded(|| pool.install(|| crate::Filter::new(raw_tokens, options))))?
+            .detach(|| guarded(|| pool.install(|| crate::Filter::new(raw_tokens, options))))??
             .map_err(|e| to_py(py, e))?;
         Ok(PyFilter { inner, pool })
     }
@@ -48,7 +48,7 @@ impl PyFilter {
     fn usage_of(&self, py: Python<'_>, docs: Vec<Bound<'_, PyString>>) -> PyResult<PyBlockUsage> {
         let bytes = str_bytes(&docs)?;
         let (f, pool) = (&self.inner, &self.pool);
-        let inner = py.detach(|| guarded(|| pool.install(|| f.usage_of(&bytes))))?;
+        let inner = py.detach(|| guarded(|| pool.install(|| f.usage_of(&bytes))))??;
         Ok(PyBlockUsage { inner })
     }
 

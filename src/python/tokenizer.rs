@@ -47,7 +47,7 @@ impl PyCoreTokenizer {
         options: Options,
     ) -> PyResult<Self> {
         let inner = py
-            .detach(|| guarded(|| Tokenizer::new(entries, specials, options)))?
+            .detach(|| guarded(|| in_pool(None, || Tokenizer::new(entries, specials, options))))??
             .map_err(|e| to_py(py, e))?;
         Ok(PyCoreTokenizer::wrap(inner))
     }
@@ -351,10 +351,7 @@ impl PyCoreTokenizer {
     ) -> PyResult<Bound<'py, PyList>> {
         let m = allowed.map(|a| &a.get().inner);
         let all = self.map_strs(py, &texts, num_threads, |tok, bytes, scratch| {
-            let mut ids = Vec::with_capacity(bytes.len() / 4 + 1);
-            tok.encode_into(bytes, m, scratch, &mut ids);
-            let offs = tok.offsets(bytes, &ids, OffsetUnit::Char).expect("encode tiles its text");
-            (ids, offs)
+            tok.encode_with_offsets_scratch(bytes, m, OffsetUnit::Char, scratch)
         })?;
         super::offsets::pairs(py, &self.ints, &all)
     }

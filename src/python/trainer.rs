@@ -12,7 +12,7 @@ use super::blocks::{PyBlockCounts, PyBlockUsage, PySurvivors};
 use super::counter::round_stats;
 use super::options::PyOptions;
 use super::tokenizer::PyCoreTokenizer;
-use super::util::{guarded, make_pool, read_positive, read_rounds, rounds_tuple, str_bytes, to_py};
+use super::util::{guarded, read_positive, read_rounds, rounds_tuple, str_bytes, to_py, ForkSafePool};
 use crate::{Pass, PassStats, TrainConfig};
 
 /// A training run (see `crate::Trainer`).
@@ -20,7 +20,7 @@ use crate::{Pass, PassStats, TrainConfig};
 pub(crate) struct PyTrainer {
     /// None once finished or closed.
     inner: Mutex<Option<crate::Trainer>>,
-    pool: rayon::ThreadPool,
+    pool: ForkSafePool,
 }
 
 /// A pass as Python sees it: `("count", index, (min, max, threshold))` or `("filter", None, None)`.
@@ -63,7 +63,7 @@ impl PyTrainer {
         let mut g = self.lock();
         let t = g.as_mut().ok_or_else(|| PyValueError::new_err("the trainer is finished or closed"))?;
         let pool = &self.pool;
-        py.detach(|| guarded(|| pool.install(|| f(t))))?.map_err(|e| to_py(py, e))
+        py.detach(|| guarded(|| pool.install(|| f(t))))??.map_err(|e| to_py(py, e))
     }
 
     fn stats<'py>(&self, py: Python<'py>, st: PassStats) -> PyResult<Bound<'py, PyDict>> {
@@ -115,7 +115,7 @@ impl PyTrainer {
             config.special_tokens = read_specials(s)?;
         }
         let inner = crate::Trainer::new(config).map_err(|e| to_py(py, e))?;
-        Ok(PyTrainer { inner: Mutex::new(Some(inner)), pool: make_pool(num_threads)? })
+        Ok(PyTrainer { inner: Mutex::new(Some(inner)), pool: ForkSafePool::checked(num_threads)? })
     }
 
     /// Skips counting: the raw vocabulary comes from these counts (tokens[i] has counts[i]).

@@ -91,24 +91,89 @@ pub(crate) fn read_ids(ids: &Bound<'_, PyAny>) -> PyResult<Ids> {
     Ok(out)
 }
 
-/// Runs `f` on the global rayon pool (`num_threads` None or 0) or on a pool of that many
-/// threads (the batch encoders' `num_threads`).
+/// The most threads one pool gets: four times the CPUs this process may use, at least 8 (a
+/// larger `num_threads` only adds scheduling and memory; 10,000 would start 10,000 OS threads).
+pub(crate) fn max_threads() -> usize {
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    (4 * cpus).max(8)
+}
+
+/// A rayon pool that survives `fork()`: rayon's worker threads do not exist in a forked child
+/// (Python's `multiprocessing` and `datasets.map(num_proc=...)` fork on Linux), so a pool made
+/// before the fork would wait for them forever. The pool remembers the process that built it;
+/// another process (the child) gets a fresh pool, and the parent's, whose threads it does not
+/// have, is leaked rather than dropped (dropping signals those threads).
+pub(crate) struct ForkSafePool {
+    threads: Option<usize>,
+    cell: std::sync::Mutex<Option<(u32, std::sync::Arc<rayon::ThreadPool>)>>,
+}
+
+impl ForkSafePool {
+    pub(crate) const fn new(threads: Option<usize>) -> Self {
+        ForkSafePool { threads, cell: std::sync::Mutex::new(None) }
+    }
+
+    /// A pool of `num_threads` threads (None: one per CPU; 0 is an error), started on first use.
+    pub(crate) fn checked(num_threads: Option<usize>) -> PyResult<Self> {
+        if num_threads == Some(0) {
+            return Err(PyValueError::new_err("num_threads must be positive"));
+        }
+        Ok(Self::new(num_threads))
+    }
+
+    /// The pool of this process, built on first use (`num_threads` None: one thread per CPU).
+    pub(crate) fn get(&self) -> PyResult<std::sync::Arc<rayon::ThreadPool>> {
+        let pid = std::process::id();
+        let mut g = self.cell.lock().unwrap_or_else(|p| p.into_inner());
+        match g.as_ref() {
+            Some((owner, pool)) if *owner == pid => return Ok(pool.clone()),
+            Some(_) => {
+                if let Some((_, stale)) = g.take() {
+                    std::mem::forget(stale); // its threads live in another process
+                }
+            }
+            None => {}
+        }
+        let pool = std::sync::Arc::new(make_pool(self.threads)?);
+        *g = Some((pid, pool.clone()));
+        Ok(pool)
+    }
+
+    /// Runs `f` on this process's pool.
+    pub(crate) fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> PyResult<R> {
+        let pool = self.get()?;
+        Ok(pool.install(f))
+    }
+}
+
+/// The pool for calls without `num_threads`: one thread per CPU, per process. It replaces
+/// rayon's global pool, which a forked child cannot use; every binding that may run parallel
+/// code runs it inside `in_pool` or an object's own `ForkSafePool`.
+static DEFAULT_POOL: ForkSafePool = ForkSafePool::new(None);
+
+/// Runs `f` on the default pool (`num_threads` None or 0) or on a pool of that many threads
+/// (at most `max_threads()`; the batch encoders' `num_threads`).
 pub(crate) fn in_pool<R: Send>(num_threads: Option<usize>, f: impl FnOnce() -> R + Send) -> PyResult<R> {
     match num_threads {
-        None | Some(0) => Ok(f()),
+        None | Some(0) => DEFAULT_POOL.install(f),
         Some(n) => Ok(make_pool(Some(n))?.install(f)),
     }
 }
 
+/// A new pool of `num_threads` threads (None: one per CPU), at most `max_threads()`.
 pub(crate) fn make_pool(num_threads: Option<usize>) -> PyResult<rayon::ThreadPool> {
     let mut b = rayon::ThreadPoolBuilder::new();
-    if let Some(n) = num_threads {
-        if n == 0 {
-            return Err(PyValueError::new_err("num_threads must be positive"));
+    match num_threads {
+        Some(0) => return Err(PyValueError::new_err("num_threads must be positive")),
+        Some(n) => b = b.num_threads(n.min(max_threads())),
+        None => {
+            let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+            b = b.num_threads(cpus.min(max_threads()));
         }
-        b = b.num_threads(n);
     }
-    b.build().map_err(|e| PyRuntimeError::new_err(format!("cannot start threads: {e}")))
+    b.thread_name(|i| format!("cnfmce-{i}"))
+        .build()
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start threads: {e}")))
 }
 
 pub(crate) fn str_bytes<'a>(docs: &'a [Bound<'_, PyString>]) -> PyResult<Vec<&'a [u8]>> {
