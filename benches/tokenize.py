@@ -12,8 +12,11 @@ Inputs: the six shared test corpora (``$CNFMCE_SHARED/corpora/*/test.jsonl.gz``,
 text) and the six training corpora (about 143 MB), in that order. Tokenizer: MCE over o200k_base
 (``o200k_base.tiktoken``, ``<|endoftext|>`` = 199999 as EOS); tiktoken's own o200k_base BPE for
 the comparison. MB = 10^6 bytes of UTF-8 text. Every measurement is repeated (``--repeats``,
-default 3), the candidates interleaved; the report gives the median and the range, and for each
-the CPU cores this process used and the cores other processes took meanwhile (from /proc/stat).
+default 3), the candidates interleaved; the report gives the median and the range of MB/s, the
+CPU time this process (and its children) spent per MB, the cores it used on average and the
+most cores other processes took during a run (from /proc/stat). On a shared machine the CPU time
+per MB is the steadier figure; the MB/s ratios are meaningful only when the other processes took
+little.
 
 Measured per input set:
 
@@ -73,7 +76,9 @@ def set_paths(name: str) -> List[str]:
 def summarize(runs: List[Dict[str, float]], nbytes: int) -> Dict[str, Any]:
     walls = [r["wall_s"] for r in runs]
     mbs = sorted(nbytes / MB / w for w in walls)
+    cpu = sorted(r["own_cores"] * r["wall_s"] / (nbytes / MB) * 1000 for r in runs)
     return {"mb_s": statistics.median(mbs), "mb_s_min": mbs[0], "mb_s_max": mbs[-1],
+            "cpu_ms_per_mb": statistics.median(cpu),
             "wall_s": statistics.median(walls), "own_cores": statistics.median(r["own_cores"] for r in runs),
             "other_cores": max(r["other_cores"] for r in runs), "runs": runs}
 
@@ -187,12 +192,12 @@ def report(results: Dict[str, Any], info: Dict[str, Any], args: argparse.Namespa
         rows = []
         for k, v in res.items():
             rows.append([k, f1(v["mb_s"]), f"{v['mb_s_min']:.1f}–{v['mb_s_max']:.1f}",
-                         f2(v["mb_s"] / base_l), f2(v["mb_s"] / base_n), f2(v["own_cores"]),
-                         f2(v["other_cores"])])
+                         f2(v["mb_s"] / base_l), f2(v["mb_s"] / base_n), f1(v["cpu_ms_per_mb"]),
+                         f2(v["own_cores"]), f2(v["other_cores"])])
         out.append(f"#### {name} set: {r['documents']:,} documents, {r['text_bytes'] / MB:.1f} MB of text "
                    f"({r['stored_bytes'] / MB:.1f} MB gzip)\n")
         out.append(table(["", "MB/s (median)", "range", "÷ in-memory list", "÷ in-memory numpy",
-                          "cores used", "other processes (max)"], rows))
+                          "CPU ms/MB", "cores used", "other processes (max)"], rows))
         out.append("")
     out.append(f"Runs: {args.repeats} per row, interleaved; load average at start "
                f"{info.get('loadavg_at_start')}, at end {loadavg()}; cnfmce core "

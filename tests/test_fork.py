@@ -112,3 +112,41 @@ def test_parallel_calls_work_in_a_forked_child(script, tmp_path):
     except subprocess.TimeoutExpired:
         pytest.fail(f"hung in a forked child (no result in {TIMEOUT} s)")
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-4000:]
+
+
+_DATASETS = """
+import cnfmce
+from datasets import Dataset, disable_progress_bars
+
+disable_progress_bars()
+BYTES = [bytes([b]) for b in range(256)]
+tok = cnfmce.Tokenizer.from_tokens(BYTES + [b"ab", b"abc", b" the", b"the"])
+texts = [("the abc ab " * (k % 30 + 1)) + str(k) for k in range(300)]
+want = tok.encode_batch(texts)  # the parent's pool is running before datasets forks
+
+
+def encode(batch):
+    return {"ids": tok.encode_batch(batch["text"])}
+
+
+if __name__ == "__main__":
+    ds = Dataset.from_dict({"text": texts}).map(encode, batched=True, batch_size=50, num_proc=2)
+    assert ds["ids"] == want
+    print("ok")
+"""
+
+
+def test_datasets_map_with_num_proc(tmp_path):
+    """The case from the issue: ``datasets.map(num_proc=N)`` forks worker processes that encode
+    with a tokenizer the parent built and used."""
+    pytest.importorskip("datasets")
+    path = tmp_path / "ds.py"
+    path.write_text(textwrap.dedent(_DATASETS))
+    env = dict(__import__("os").environ, HF_DATASETS_CACHE=str(tmp_path / "cache"),
+               HF_HUB_OFFLINE="1")
+    try:
+        r = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                           timeout=TIMEOUT, cwd=tmp_path, env=env)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"datasets.map(num_proc=2) hung (no result in {TIMEOUT} s)")
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-4000:]

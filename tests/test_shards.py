@@ -489,3 +489,15 @@ def test_cli_tokenize(corpus, tmp_path, capsys):
     rc = cli_main(["tokenize", "-t", os.fspath(tokfile), "-o", os.fspath(tmp_path / "o2"),
                    "--format", "llmc", "--dtype", "uint16", "--eos", "70000", os.fspath(paths[0])])
     assert rc == 1 and "too many for uint16" in capsys.readouterr().err
+
+
+def test_tokenizer_hash(tok16, tmp_path):
+    from cnfmce.shards import tokenizer_sha256
+    tok16.save(tmp_path / "t.json.gz")
+    again = cnfmce.Tokenizer.load(tmp_path / "t.json.gz")
+    assert tokenizer_sha256(again) == tokenizer_sha256(tok16)
+    assert tokenizer_sha256(tok16.with_options(algorithm="fmm")) != tokenizer_sha256(tok16)
+    assert tokenizer_sha256(small_tok(70_000)) != tokenizer_sha256(tok16)
+    other = cnfmce.Tokenizer.from_tokens([bytes([b]) for b in range(256)] + WORDS[::-1],
+                                         special_tokens={EOT: EOS16})
+    assert tokenizer_sha256(other) != tokenizer_sha256(tok16)  # same tokens, other ids

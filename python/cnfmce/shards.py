@@ -3,8 +3,9 @@
 :func:`tokenize_corpus` streams documents from the training readers (``.txt``, ``.jsonl``,
 ``.jsonl.gz``, ``.jsonl.zst``, ``.parquet``; ``field`` names the JSON field or parquet column),
 encodes them with the Rust core (GIL released, all cores) and writes shards of about
-``shard_size`` bytes of tokens in one of three formats. Reading (this thread), encoding (a thread
-that spends its time in the core) and writing (a thread) overlap; documents keep their order, so
+``shard_size`` bytes of tokens in one of three formats. Reading (this thread), encoding (threads
+that spend their time in the core, GIL released: two sharing the core's pool by default, or
+``num_threads`` of one core each) and writing (a thread) overlap; documents keep their order, so
 the output is byte-identical whatever ``num_threads`` is.
 
 Output files
@@ -42,7 +43,8 @@ vocabulary, or a Megatron output with an id of 2**31 or more, is an error before
 written.
 
 Manifest (JSON, keys sorted): ``format`` ``"cnfmce-shards"``, ``version``, ``output_format``,
-``dtype``, ``tokenizer`` (``sha256`` of its saved form, ``vocab_size``, ``n_vocab``, options),
+``dtype``, ``tokenizer`` (``sha256``: see :func:`tokenizer_sha256`; ``vocab_size``, ``n_vocab``,
+options),
 ``eos_id``/``eos_token``, ``bos_id``/``bos_token``, ``field``, ``shard_size``, ``inputs`` (path
 and size of each file), per shard its ``name``, ``files`` (name -> bytes), ``first_document``,
 ``documents``, ``tokens``, ``text_bytes`` and ``input_end`` (``[file index, documents read from
@@ -77,7 +79,7 @@ from .corpus import PathLike, is_path_list, iter_file
 from .errors import CnfmceError, CorpusError
 
 __all__ = ["tokenize_corpus", "FORMATS", "DEFAULT_SHARD_SIZE", "MANIFEST", "EOS_NAMES",
-           "default_eos", "parse_size", "read_manifest"]
+           "default_eos", "parse_size", "read_manifest", "tokenizer_sha256"]
 
 FORMATS = ("megatron", "llmc", "npy")
 DEFAULT_SHARD_SIZE = 1_000_000_000
@@ -198,8 +200,21 @@ def _dtype_name(dt: np.dtype) -> str:
     return {_U16.str: "uint16", _U32.str: "uint32", _I32.str: "int32"}[dt.str]
 
 
-def _tokenizer_hash(tok: Any) -> str:
-    return hashlib.sha256(tok.to_bytes()).hexdigest()
+def tokenizer_sha256(tok: Any) -> str:
+    """A SHA-256 of everything that decides a tokenizer's output: the SHA-256 of the
+    concatenation of ``b"cnfmce-tokenizer-sha256 v1\\n"``, the packed regular tokens (all token
+    bytes in id order, then one little-endian uint32 length per token, then one uint32 id per
+    token, each part preceded by its byte length as a uint64), and the JSON (keys sorted) of
+    ``{"options": tok.options, "special_tokens": tok.special_tokens}``. Equal tokenizers give
+    equal hashes, whatever file they were loaded from; it costs milliseconds even for large
+    vocabularies (no serialisation)."""
+    h = hashlib.sha256(b"cnfmce-tokenizer-sha256 v1\n")
+    for part in tok._core.packed():
+        h.update(struct.pack("<Q", len(part)))
+        h.update(part)
+    h.update(json.dumps({"options": tok.options, "special_tokens": tok.special_tokens},
+                        sort_keys=True).encode("utf-8"))
+    return h.hexdigest()
 
 
 def _load(tokenizer: Any) -> Any:
@@ -350,6 +365,17 @@ class _Encoded:
 _DONE = object()
 
 
+class _Slot:
+    """One batch on its way: filled by an encoder, taken by the writer in reading order."""
+
+    __slots__ = ("batch", "result", "ready")
+
+    def __init__(self, batch: _Batch):
+        self.batch = batch
+        self.result: Optional[_Encoded] = None
+        self.ready = threading.Event()
+
+
 class _Stop(Exception):
     pass
 
@@ -404,8 +430,14 @@ class _Pipeline:
         self.manifest = manifest
         self.bar = bar
         self.state = _State()
-        self.to_encode: "queue.Queue[Any]" = queue.Queue(maxsize=2)
-        self.to_write: "queue.Queue[Any]" = queue.Queue(maxsize=2)
+        # Encoders: with num_threads None, two threads whose encode_batch calls share the core's
+        # pool (while one batch ends on one core, the other batch fills the other); with
+        # num_threads N, N threads of one core each. Batches reach the writer in reading order
+        # through `pending` (its size bounds the batches in memory).
+        self.workers = 2 if num_threads is None else num_threads
+        self.per_call = None if num_threads is None else 1
+        self.to_encode: "queue.Queue[Any]" = queue.Queue()
+        self.pending: "queue.Queue[Any]" = queue.Queue(maxsize=self.workers + 1)
         self.shard: Optional[_Shard] = None
         self.lock = threading.Lock()
         self.tokens_done = manifest["tokens"]
@@ -416,15 +448,16 @@ class _Pipeline:
     def _encode_loop(self) -> None:
         try:
             while True:
-                b = _get(self.to_encode, self.state)
-                if b is _DONE:
-                    _put(self.to_write, _DONE, self.state)
+                slot = _get(self.to_encode, self.state)
+                if slot is _DONE:
                     return
-                ids, starts, sizes = self.core.encode_batch_flat(b.texts, None, self.num_threads)
+                b = slot.batch
+                ids, starts, sizes = self.core.encode_batch_flat(b.texts, None, self.per_call)
                 b.texts = []
-                _put(self.to_write, self._frame(np.frombuffer(ids, dtype=np.uint32),
-                                                np.frombuffer(starts, dtype=np.int64),
-                                                np.frombuffer(sizes, dtype=np.int64), b), self.state)
+                slot.result = self._frame(np.frombuffer(ids, dtype=np.uint32),
+                                          np.frombuffer(starts, dtype=np.int64),
+                                          np.frombuffer(sizes, dtype=np.int64), b)
+                slot.ready.set()
         except _Stop:
             pass
         except BaseException as e:  # noqa: BLE001 - handed to the main thread
@@ -452,11 +485,15 @@ class _Pipeline:
     def _write_loop(self) -> None:
         try:
             while True:
-                e = _get(self.to_write, self.state)
-                if e is _DONE:
+                slot = _get(self.pending, self.state)
+                if slot is _DONE:
                     if self.shard is not None and self.shard.documents:
                         self._close_shard()
                     return
+                while not slot.ready.wait(0.1):
+                    if self.state.stop.is_set():
+                        raise _Stop()
+                e, slot.result = slot.result, None
                 self._write(e)
         except _Stop:
             pass
@@ -525,7 +562,8 @@ class _Pipeline:
         # on Thread.join: a join interrupted by Ctrl-C can mark a thread that is still running
         # as stopped (CPython's _wait_for_tstate_lock), and the wait after it would then let the
         # process exit while the writer is still renaming a shard.
-        ended = [threading.Event(), threading.Event()]
+        loops = [self._encode_loop] * self.workers + [self._write_loop]
+        ended = [threading.Event() for _ in loops]
 
         def target(loop: Any, ev: threading.Event) -> Any:
             def go() -> None:
@@ -534,24 +572,27 @@ class _Pipeline:
                 finally:
                     ev.set()
             return go
-        threads = [threading.Thread(target=target(self._encode_loop, ended[0]), name="cnfmce-encode",
-                                    daemon=True),
-                   threading.Thread(target=target(self._write_loop, ended[1]), name="cnfmce-write",
-                                    daemon=True)]
+        threads = [threading.Thread(target=target(loop, ev), daemon=True,
+                                    name="cnfmce-write" if loop == self._write_loop else "cnfmce-encode")
+                   for loop, ev in zip(loops, ended)]
         for t in threads:
             t.start()
         try:
             try:
                 for b in batches:
-                    _put(self.to_encode, b, self.state)
+                    slot = _Slot(b)
+                    _put(self.pending, slot, self.state)  # blocks while enough are in flight
+                    _put(self.to_encode, slot, self.state)
                     self._show()
-                _put(self.to_encode, _DONE, self.state)
+                _put(self.pending, _DONE, self.state)
+                for _ in range(self.workers):
+                    _put(self.to_encode, _DONE, self.state)
                 while not all(ev.is_set() for ev in ended):
-                    ended[1].wait(0.2)
+                    ended[-1].wait(0.2)
                     self._show()
             except _Stop:
                 pass
-        except BaseException as e:  # a reading error, Ctrl-C: stop the other two threads
+        except BaseException as e:  # a reading error, Ctrl-C: stop the other threads
             self.state.fail(e)
         finally:
             for ev in ended:
@@ -813,7 +854,7 @@ def tokenize_corpus(tokenizer: Any, inputs: Any, output: PathLike, *, format: st
     fresh: Dict[str, Any] = {
         "format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "output_format": format,
         "dtype": _dtype_name(dt),
-        "tokenizer": {"sha256": _tokenizer_hash(tok), "vocab_size": tok.vocab_size,
+        "tokenizer": {"sha256": tokenizer_sha256(tok), "vocab_size": tok.vocab_size,
                       "n_vocab": tok.n_vocab, **tok.options},
         "eos_id": eos_t[0] if eos_t else None, "eos_token": eos_t[1] if eos_t else None,
         "bos_id": bos_t[0] if bos_t else None, "bos_token": bos_t[1] if bos_t else None,
