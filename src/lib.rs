@@ -53,8 +53,8 @@ mod vocab;
 mod python;
 
 pub use count::{
-    count_block, rounds_warning, validate_rounds, BlockCounts, Counter, Round, RoundStats, Survivors, DEFAULT_ROUNDS,
-    MAX_CANDIDATE_LEN,
+    count_block, partition_of, rounds_warning, validate_rounds, BlockCounter, BlockCounts, Counter, CountsMerger, Part,
+    Round, RoundSelector, RoundStats, Selection, Survivors, DEFAULT_ROUNDS, MAX_CANDIDATE_LEN,
 };
 pub use error::Error;
 pub(crate) use error::show_bytes;

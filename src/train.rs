@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::count::{validate_rounds, Counter, Round, RoundStats, Survivors, DEFAULT_ROUNDS};
-use crate::count::BlockCounts;
+use crate::count::{BlockCounts, RoundSelector, Selection};
 use crate::error::Error;
 use crate::filter::{BlockUsage, Filter};
 use crate::options::{Algorithm, Options};
@@ -321,6 +321,29 @@ impl Trainer {
         }
     }
 
+    /// In a counting pass: the selection that the reducers of a partitioned round apply to
+    /// their partition's merged counts ([`CountsMerger::select`](crate::CountsMerger::select)).
+    pub fn round_selector(&self) -> Result<RoundSelector, Error> {
+        match (&self.stage, self.in_pass()?) {
+            (Stage::Counting(c), _) => c.round_selector(),
+            _ => Err(Error::Value("a round selector exists only in a counting pass".into())),
+        }
+    }
+
+    /// Ends a counting pass with the selections of disjoint partitions of its candidates
+    /// (instead of [`Trainer::add`] or [`Trainer::end_pass_with_counts`]): the coordinator never
+    /// holds more than what the partitions kept.
+    pub fn end_pass_with_selected<S: std::borrow::Borrow<Selection>>(&mut self, parts: &[S]) -> Result<PassStats, Error> {
+        self.in_pass()?;
+        match &mut self.stage {
+            Stage::Counting(c) => {
+                let st = c.end_round_with_selected(parts)?;
+                self.after_round(st)
+            }
+            _ => Err(Error::Value("the pass in progress is not a counting pass".into())),
+        }
+    }
+
     /// In the filtering pass: the filter over the raw vocabulary (its tokens, in raw-id order,
     /// are what the machines of a distributed run build their own filter from).
     pub fn filter(&self) -> Result<&Filter, Error> {
@@ -509,6 +532,50 @@ mod tests {
         assert_eq!(local.specials(), &[(b"<|end|>".to_vec(), 298), (b"<|pad|>".to_vec(), 299)]);
         // ids by usage, all single bytes present
         assert_eq!((0..=255u8).filter(|b| local.token_to_id(&[*b]).is_some()).count(), 256);
+    }
+
+    /// The partitioned protocol (map: BlockCounter with spilling, reduce: CountsMerger and the
+    /// round's selector, coordinator: end_pass_with_selected) gives the local tokenizer.
+    #[test]
+    fn partitioned_rounds_give_the_local_tokenizer() {
+        use crate::count::{BlockCounter, CountsMerger, Part};
+        let local = train(|| DOCS.iter(), config()).unwrap();
+        let docs: Vec<&[u8]> = DOCS.iter().map(|d| d.as_bytes()).collect();
+        let dir = std::env::temp_dir();
+        for (split, parts, budget) in [(1, 1, 1 << 30), (2, 3, 1), (3, 7, 1 << 30)] {
+            let mut t = Trainer::new(config()).unwrap();
+            while let Ok(pass) = t.begin_pass() {
+                match pass {
+                    Pass::Count { round, .. } => {
+                        let survivors = t.survivors().unwrap();
+                        let selector = t.round_selector().unwrap();
+                        let mut reducers: Vec<CountsMerger> = (0..parts).map(|_| CountsMerger::new(1 << 20, dir.clone())).collect();
+                        for b in docs.chunks(split) {
+                            let mut bc = BlockCounter::new(round, budget, dir.clone()).unwrap();
+                            bc.add(b, &survivors).unwrap();
+                            for (p, part) in bc.finish(parts).unwrap().into_iter().enumerate() {
+                                let data = match part {
+                                    Part::Memory(v) => v,
+                                    Part::File(f) => {
+                                        let v = std::fs::read(&f).unwrap();
+                                        std::fs::remove_file(f).unwrap();
+                                        v
+                                    }
+                                };
+                                reducers[p].add_records(data).unwrap();
+                            }
+                        }
+                        let sels: Vec<_> = reducers.into_iter().map(|r| r.select(&selector).unwrap()).collect();
+                        t.end_pass_with_selected(&sels).unwrap();
+                    }
+                    Pass::Filter => {
+                        let usage = t.filter().unwrap().usage_of(&docs);
+                        t.end_pass_with_usage(&usage).unwrap();
+                    }
+                }
+            }
+            assert_eq!(vocabulary(&t.finish().unwrap().tokenizer), vocabulary(&local), "{split} {parts} {budget}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
 use super::blocks::{PyBlockCounts, PyBlockUsage, PySurvivors};
+use super::shuffle::{PyRoundSelector, PySelection};
 use super::counter::round_stats;
 use super::options::PyOptions;
 use super::tokenizer::PyCoreTokenizer;
@@ -166,6 +167,19 @@ impl PyTrainer {
     fn end_pass_with_counts<'py>(&self, py: Python<'py>, counts: &Bound<'_, PyBlockCounts>) -> PyResult<Bound<'py, PyDict>> {
         let c = &counts.get().inner;
         let st = self.with(py, |t| t.end_pass_with_counts(c))?;
+        self.stats(py, st)
+    }
+
+    /// In a counting pass: the selection the reducers of a partitioned round apply.
+    fn round_selector(&self, py: Python<'_>) -> PyResult<PyRoundSelector> {
+        let inner = self.with(py, |t| t.round_selector())?;
+        Ok(PyRoundSelector { inner })
+    }
+
+    /// Ends a counting pass with the selections of disjoint partitions of its candidates.
+    fn end_pass_with_selected<'py>(&self, py: Python<'py>, parts: Vec<Bound<'_, PySelection>>) -> PyResult<Bound<'py, PyDict>> {
+        let parts: Vec<&crate::Selection> = parts.iter().map(|p| &p.get().inner).collect();
+        let st = self.with(py, |t| t.end_pass_with_selected(&parts))?;
         self.stats(py, st)
     }
 
