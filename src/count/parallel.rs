@@ -26,6 +26,18 @@ const PAIRS: usize = if cfg!(test) { 1 << 2 } else { 1 << 13 };
 /// them: the cache is too big for L1, so each slot is requested this many candidates ahead.
 const AHEAD: usize = 16;
 
+/// Unit pairs a worker has hashed (and whose slot it has prefetched) before it counts them.
+const PAIR_AHEAD: usize = 8;
+
+/// A slot of the pair cache, one cache line (a slot across two lines would cost two misses).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct PairSlot {
+    h: u64,
+    k: K32,
+    n: u64,
+}
+
 /// A counting worker: a small direct-mapped cache that absorbs repeated candidates (frequent
 /// substrings are most of the occurrences), and per-shard buffers of evicted `(hash, key,
 /// count)` that go to the shared table in batches. A candidate is hashed when it comes in and
@@ -41,7 +53,10 @@ struct Worker<'a, K: CountKey> {
     head: usize,
     /// Unit pairs counted in a round without a trie (see [`Sink::pair`]): the key holds the
     /// split, then the pair's bytes. An evicted pair gives its candidates with its count.
-    pairs: Vec<(u64, K32, u64)>,
+    pairs: Vec<PairSlot>,
+    /// Hashed pairs waiting to be counted (a ring of `PAIR_AHEAD`).
+    pending_pairs: Vec<(u64, K32)>,
+    pair_head: usize,
     /// The round's longest candidate.
     max_len: usize,
     starts: Vec<u8>,
@@ -56,6 +71,8 @@ impl<'a, K: CountKey> Worker<'a, K> {
             pending: Vec::with_capacity(AHEAD),
             head: 0,
             pairs: Vec::new(),
+            pending_pairs: Vec::with_capacity(PAIR_AHEAD),
+            pair_head: 0,
             max_len,
             starts: Vec::new(),
         }
@@ -128,15 +145,30 @@ impl<K: CountKey> Sink for Worker<'_, K> {
         let k = K32::from_bytes(&b[..=p.len()]);
         let h = fx(&k);
         if self.pairs.is_empty() {
-            self.pairs = vec![(0, K32::empty(), 0); PAIRS];
+            self.pairs = vec![PairSlot { h: 0, k: K32::empty(), n: 0 }; PAIRS];
         }
+        crate::mem::prefetch(&self.pairs[(h as usize) & (PAIRS - 1)]);
+        if self.pending_pairs.len() < PAIR_AHEAD {
+            self.pending_pairs.push((h, k));
+            return;
+        }
+        let (oh, ok) = std::mem::replace(&mut self.pending_pairs[self.pair_head], (h, k));
+        self.pair_head = (self.pair_head + 1) % PAIR_AHEAD;
+        self.count_pair(oh, ok);
+    }
+}
+
+impl<K: CountKey> Worker<'_, K> {
+    /// Counts one occurrence of the pair key `k` (hash `h`).
+    #[inline]
+    fn count_pair(&mut self, h: u64, k: K32) {
         let slot = &mut self.pairs[(h as usize) & (PAIRS - 1)];
-        if slot.0 == h && slot.1 == k {
-            slot.2 += 1;
+        if slot.h == h && slot.k == k {
+            slot.n += 1;
         } else {
-            let (_, old, n) = std::mem::replace(slot, (h, k, 1));
-            if !old.is_empty_key() {
-                self.expand(&old, n);
+            let old = std::mem::replace(slot, PairSlot { h, k, n: 1 });
+            if !old.k.is_empty_key() {
+                self.expand(&old.k, old.n);
             }
         }
     }
@@ -144,9 +176,12 @@ impl<K: CountKey> Sink for Worker<'_, K> {
 
 impl<K: CountKey> Drop for Worker<'_, K> {
     fn drop(&mut self) {
-        for (_, k, n) in std::mem::take(&mut self.pairs) {
-            if !k.is_empty_key() {
-                self.expand(&k, n);
+        for (h, k) in std::mem::take(&mut self.pending_pairs) {
+            self.count_pair(h, k);
+        }
+        for e in std::mem::take(&mut self.pairs) {
+            if !e.k.is_empty_key() {
+                self.expand(&e.k, e.n);
             }
         }
         let pending = std::mem::take(&mut self.pending);
