@@ -27,7 +27,8 @@ What it measures, for every configuration (training text + vocabulary size) and 
 
 Trainers (``--trainers``):
 
-* ``cnfmce``: ``cnfmce.train(docs, vocab_size=V, progress=False)`` (raw_vocab_size 5,000,000);
+* ``cnfmce``: ``cnfmce.train(docs, vocab_size=V, progress=False)`` (raw_vocab_size the package default,
+  ``cnfmce._core.default_raw_vocab_size(V)``, 10*V today);
 * ``cnfmce-m20v``: the same with ``raw_vocab_size=20*V``;
 * ``cnfmce-mem4g``: the same with ``memory_limit=4*10**9`` (not run by default);
 * ``hf-bpe``: HF ``tokenizers`` byte-level BPE with the GPT-4 split regex (as ``cnfmce demo``),
@@ -210,7 +211,7 @@ def train_one(trainer: str, docs: List[str], vocab: int, spec: Dict[str, Any]
             return {"vocab_size_out": tok.vocab_size, "cnf": {
                 "counting": md.get("counting"), "filtering": md.get("filtering"),
                 "raw_vocabulary": md.get("raw_vocabulary"),
-                "raw_vocab_size": kw.get("raw_vocab_size", 5_000_000)}}
+                "raw_vocab_size": kw.get("raw_vocab_size", cnfmce._core.default_raw_vocab_size(vocab))}}
 
         return (lambda ds: sum(map(len, tok.encode_batch(ds)))), info, post
     if trainer == "hf-bpe":
@@ -776,11 +777,15 @@ def report(res: Dict[str, Any]) -> str:
     if rows:
         out.append("## 2. cnfmce phases (seconds; MB/s in parentheses)\n")
         out.append(table(["config@V", "trainer", "raw vocab m", "round 1 [1-12]", "round 2 [13-21]",
-                          "round 3 [22-30]", "filtering", "rest", "total", "rest %", "round 1 distinct",
-                          "spills", "peak table", "peak RSS", "other procs (cores)"], rows, align="ll" + "r" * 13))
-        out.append("\n\"rest\" = wall time not in the counting rounds or the filtering pass: handing the counts "
-                   "over, building the filter automaton over the raw vocabulary, selecting the tokens and "
-                   "building the final tokenizer. peak table = largest counting table; spills = runs written to "
+                          "round 3 [22-30]", "filtering", "select", "build filter", "finish", "rest", "total",
+                          "rest %", "round 1 distinct", "spills", "peak table", "peak RSS", "other procs (cores)"],
+                         rows, align="ll" + "r" * 16))
+        out.append("\nround k / filtering = feeding the documents to that pass (counting or MCE). select = the "
+                   "ends of rounds 1..n-1 (what each round keeps); build filter = the end of the last round "
+                   "(the counts handed over, the filter automaton built over the raw vocabulary); finish = "
+                   "selecting the tokens and building the final tokenizer; rest = the wall time in none of "
+                   "those (Python, the corpus). Builds before these were recorded show — and count them in "
+                   "rest. peak table = largest counting table; spills = runs written to "
                    "disk because of memory_limit.\n")
 
     # 3. quality
@@ -886,12 +891,23 @@ def cnf_phase_row(key: str, label: str, r: Dict[str, Any]) -> List[str]:
         return "—" if s is None else f"{s:.1f} ({x.get('bytes', 0) / MB / max(s, 1e-9):.1f})"
 
     cells = [sec(rounds[k]) if k < len(rounds) else "—" for k in range(3)]
-    covered = sum(x.get("seconds", 0) for x in rounds) + (filt.get("seconds") or 0)
+    # Builds that record them: the ends of the rounds (selection; the last one also builds the
+    # filter) and finishing (selecting the tokens, building the tokenizer).
+    ends = [x.get("end_seconds") for x in rounds]
+    select = sum(e for e in ends[:-1] if e is not None) if ends and None not in ends else None
+    build = ends[-1] if ends else None
+    finish = filt.get("finish_seconds")
+    covered = (sum(x.get("seconds", 0) for x in rounds) + (filt.get("seconds") or 0)
+               + sum(e for e in ends if e is not None) + (finish or 0))
     rest = r["wall_s"] - covered
+
+    def opt(x: Optional[float]) -> str:
+        return "—" if x is None else f"{x:.1f}"
+
     spills = sum(x.get("spills", 0) for x in rounds)
     peak_table = max((x.get("peak_table_bytes", 0) for x in rounds), default=0)
     return [key, label, f"{cnf.get('raw_vocab_size', 0):,}"] + cells + [
-        sec(filt), f"{rest:.1f}", f"{r['wall_s']:.1f}", f"{100 * rest / r['wall_s']:.0f}%",
+        sec(filt), opt(select), opt(build), opt(finish), f"{rest:.1f}", f"{r['wall_s']:.1f}", f"{100 * rest / r['wall_s']:.0f}%",
         f"{rounds[0].get('distinct', 0):,}" if rounds else "—", str(spills), f"{peak_table / MIB:.0f} MiB",
         gib(r.get("peak_rss_mib")), f2(r.get("other_cores"))]
 

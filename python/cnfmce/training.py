@@ -121,13 +121,16 @@ def _counting_pass(corpus: "Corpus", k: int, n: int, r: Tuple[int, int, int], ad
     lo, hi, thr = r
     bar = feed(corpus, f"count {k + 1}/{n} [{lo}-{hi}] t={thr}", progress, add,
                 lambda: {"table": fmt_bytes(table_bytes())})
+    t_end = time.perf_counter()
     try:
         st = dict(end())
     except BaseException:
         bar.close()
         raise
+    # end_seconds: the round's selection (and after the last round, building the filter).
     st.update(round=k + 1, min_len=lo, max_len=hi, threshold=thr, seconds=round(bar.seconds, 3),
-              bytes=bar.done, peak_rss=peak_rss_bytes())
+              end_seconds=round(time.perf_counter() - t_end, 3), bytes=bar.done,
+              peak_rss=peak_rss_bytes())
     info["round_stats"].append(st)
     mbps = bar.done / max(bar.seconds, 1e-9) / 1e6
     bar.close(f"  round {k + 1} [{lo}-{hi}] t={thr}: {fmt_bytes(bar.done)} in {bar.seconds:.1f}s "
@@ -213,14 +216,17 @@ def _run(trainer: "_core.Trainer", corpus: "Corpus", progress: bool, meta: Dict[
         except BaseException:
             bar.close()
             raise
+        t_finish = time.perf_counter()
         core, report = trainer.finish()
+        finish_seconds = time.perf_counter() - t_finish
         ntok, nbytes = report["tokens"], report["bytes"]
         bar.close(f"  filter: {fmt_bytes(nbytes)} in {bar.seconds:.1f}s "
                   f"({nbytes / max(bar.seconds, 1e-9) / 1e6:.2f} MB/s), raw vocabulary "
                   f"{st['raw_vocab_size']:,}, {report['used_tokens']:,} of {core.num_regular:,} kept "
                   f"tokens used, {nbytes / max(ntok, 1):.3f} bytes/token on the training text with "
                   f"the raw vocabulary")
-        filtering = {"seconds": round(bar.seconds, 3), "bytes": nbytes, "tokens": ntok,
+        filtering = {"seconds": round(bar.seconds, 3), "finish_seconds": round(finish_seconds, 3),
+                     "bytes": nbytes, "tokens": ntok,
                      "used_tokens": report["used_tokens"]}
         if report["warning"]:
             warnings.warn(report["warning"], RuntimeWarning, stacklevel=3)

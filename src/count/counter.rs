@@ -201,14 +201,11 @@ impl Counter {
                 // Without runs the selection needs no order: stream the shards one by one, and
                 // write a key's bytes only for what the selection stores.
                 let mut buf = Vec::with_capacity(64);
-                for sh in &t.shards {
-                    let mut g = sh.lock().unwrap_or_else(|p| p.into_inner());
-                    for (k, c) in g.take() {
-                        if sel.wants(c) {
-                            buf.clear();
-                            k.write_bytes(&mut buf);
-                            sel.keep(&buf, c);
-                        }
+                for (k, c) in t.take_all() {
+                    if sel.wants(c) {
+                        buf.clear();
+                        k.write_bytes(&mut buf);
+                        sel.keep(&buf, c);
                     }
                 }
             } else {

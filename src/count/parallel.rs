@@ -41,10 +41,21 @@ struct PairSlot {
 /// A counting worker: a small direct-mapped cache that absorbs repeated candidates (frequent
 /// substrings are most of the occurrences), and per-shard buffers of evicted `(hash, key,
 /// count)` that go to the shared table in batches. A candidate is hashed when it comes in and
-/// counted [`AHEAD`] candidates later, its cache slot prefetched meanwhile. Everything is
-/// flushed on drop.
+/// counted [`AHEAD`] candidates later, its cache slot prefetched meanwhile.
+///
+/// A worker's caches outlive the batch it counted: on drop its [`State`] is parked in the table
+/// and the next worker of the round takes it up (creating and flushing caches of a megabyte for
+/// every half megabyte of text cost more than they saved). [`settle`] flushes the parked states
+/// into the table; the table does so before anyone reads it.
 struct Worker<'a, K: CountKey> {
     table: &'a Table<K>,
+    s: State<K>,
+    /// Flushed (nothing to park on drop).
+    flushed: bool,
+}
+
+/// What a worker holds between batches.
+pub(crate) struct State<K: CountKey> {
     /// Empty keys mark free slots.
     cache: Vec<(u64, K, u64)>,
     bufs: Vec<Vec<(u64, K, u64)>>,
@@ -62,10 +73,9 @@ struct Worker<'a, K: CountKey> {
     starts: Vec<u8>,
 }
 
-impl<'a, K: CountKey> Worker<'a, K> {
-    fn new(table: &'a Table<K>, max_len: usize) -> Self {
-        Worker {
-            table,
+impl<K: CountKey> State<K> {
+    fn new(max_len: usize) -> Self {
+        State {
             cache: vec![(0, K::empty(), 0); CACHE],
             bufs: (0..SHARDS).map(|_| Vec::new()).collect(),
             pending: Vec::with_capacity(AHEAD),
@@ -77,11 +87,37 @@ impl<'a, K: CountKey> Worker<'a, K> {
             starts: Vec::new(),
         }
     }
+}
+
+impl<K: CountKey> State<K> {
+    /// Bytes the state holds (its caches and buffers).
+    pub(crate) fn bytes(&self) -> usize {
+        let e = std::mem::size_of::<(u64, K, u64)>();
+        (self.cache.capacity() + self.bufs.iter().map(|b| b.capacity()).sum::<usize>()) * e
+            + self.pairs.capacity() * std::mem::size_of::<PairSlot>()
+    }
+}
+
+/// Flushes every parked worker state of `table` into it.
+pub(crate) fn settle<K: CountKey>(table: &Table<K>) {
+    for s in table.take_parked() {
+        let mut w = Worker { table, s, flushed: false };
+        w.flush();
+    }
+}
+
+impl<'a, K: CountKey> Worker<'a, K> {
+    /// A worker for a round of longest candidate `max_len`, with a parked state if there is one.
+    fn new(table: &'a Table<K>, max_len: usize) -> Self {
+        let s = table.unpark().unwrap_or_else(|| State::new(max_len));
+        debug_assert_eq!(s.max_len, max_len);
+        Worker { table, s, flushed: false }
+    }
 
     #[inline]
     fn evict(&mut self, e: (u64, K, u64)) {
         let s = shard_of(e.0);
-        let b = &mut self.bufs[s];
+        let b = &mut self.s.bufs[s];
         if b.capacity() == 0 {
             b.reserve_exact(FLUSH);
         }
@@ -96,20 +132,20 @@ impl<'a, K: CountKey> Worker<'a, K> {
     fn push(&mut self, cand: &[u8], n: u64) {
         let k = K::from_bytes(cand);
         let h = fx(&k);
-        crate::mem::prefetch(&self.cache[(h as usize) & (CACHE - 1)]);
-        if self.pending.len() < AHEAD {
-            self.pending.push((h, k, n));
+        crate::mem::prefetch(&self.s.cache[(h as usize) & (CACHE - 1)]);
+        if self.s.pending.len() < AHEAD {
+            self.s.pending.push((h, k, n));
             return;
         }
-        let (oh, ok, on) = std::mem::replace(&mut self.pending[self.head], (h, k, n));
-        self.head = (self.head + 1) % AHEAD;
+        let (oh, ok, on) = std::mem::replace(&mut self.s.pending[self.s.head], (h, k, n));
+        self.s.head = (self.s.head + 1) % AHEAD;
         self.count(oh, ok, on);
     }
 
     /// Counts `n` occurrences of `k` (hash `h`).
     #[inline]
     fn count(&mut self, h: u64, k: K, n: u64) {
-        let slot = &mut self.cache[(h as usize) & (CACHE - 1)];
+        let slot = &mut self.s.cache[(h as usize) & (CACHE - 1)];
         if slot.0 == h && slot.1 == k {
             slot.2 += n;
         } else {
@@ -125,7 +161,7 @@ impl<'a, K: CountKey> Worker<'a, K> {
         let mut buf = [0u8; 32];
         let len = key.write_to(&mut buf);
         let (split, p) = (buf[0] as usize, &buf[1..len]);
-        let max_len = self.max_len;
+        let max_len = self.s.max_len;
         pair_candidates(p, split, max_len, true, |c| self.push(c, n));
     }
 }
@@ -138,22 +174,22 @@ impl<K: CountKey> Sink for Worker<'_, K> {
 
     #[inline]
     fn pair(&mut self, p: &[u8], split: usize, max_len: usize) {
-        debug_assert!(p.len() <= PAIR_MAX && max_len == self.max_len);
+        debug_assert!(p.len() <= PAIR_MAX && max_len == self.s.max_len);
         let mut b = [0u8; PAIR_MAX + 1];
         b[0] = split as u8;
         b[1..=p.len()].copy_from_slice(p);
         let k = K32::from_bytes(&b[..=p.len()]);
         let h = fx(&k);
-        if self.pairs.is_empty() {
-            self.pairs = vec![PairSlot { h: 0, k: K32::empty(), n: 0 }; PAIRS];
+        if self.s.pairs.is_empty() {
+            self.s.pairs = vec![PairSlot { h: 0, k: K32::empty(), n: 0 }; PAIRS];
         }
-        crate::mem::prefetch(&self.pairs[(h as usize) & (PAIRS - 1)]);
-        if self.pending_pairs.len() < PAIR_AHEAD {
-            self.pending_pairs.push((h, k));
+        crate::mem::prefetch(&self.s.pairs[(h as usize) & (PAIRS - 1)]);
+        if self.s.pending_pairs.len() < PAIR_AHEAD {
+            self.s.pending_pairs.push((h, k));
             return;
         }
-        let (oh, ok) = std::mem::replace(&mut self.pending_pairs[self.pair_head], (h, k));
-        self.pair_head = (self.pair_head + 1) % PAIR_AHEAD;
+        let (oh, ok) = std::mem::replace(&mut self.s.pending_pairs[self.s.pair_head], (h, k));
+        self.s.pair_head = (self.s.pair_head + 1) % PAIR_AHEAD;
         self.count_pair(oh, ok);
     }
 }
@@ -162,7 +198,7 @@ impl<K: CountKey> Worker<'_, K> {
     /// Counts one occurrence of the pair key `k` (hash `h`).
     #[inline]
     fn count_pair(&mut self, h: u64, k: K32) {
-        let slot = &mut self.pairs[(h as usize) & (PAIRS - 1)];
+        let slot = &mut self.s.pairs[(h as usize) & (PAIRS - 1)];
         if slot.h == h && slot.k == k {
             slot.n += 1;
         } else {
@@ -174,30 +210,42 @@ impl<K: CountKey> Worker<'_, K> {
     }
 }
 
-impl<K: CountKey> Drop for Worker<'_, K> {
-    fn drop(&mut self) {
-        for (h, k) in std::mem::take(&mut self.pending_pairs) {
+impl<K: CountKey> Worker<'_, K> {
+    /// Everything the worker holds goes to the table.
+    fn flush(&mut self) {
+        self.flushed = true;
+        for (h, k) in std::mem::take(&mut self.s.pending_pairs) {
             self.count_pair(h, k);
         }
-        for e in std::mem::take(&mut self.pairs) {
+        for e in std::mem::take(&mut self.s.pairs) {
             if !e.k.is_empty_key() {
                 self.expand(&e.k, e.n);
             }
         }
-        let pending = std::mem::take(&mut self.pending);
+        let pending = std::mem::take(&mut self.s.pending);
         for (h, k, n) in pending {
             self.count(h, k, n);
         }
         for slot in 0..CACHE {
-            let e = std::mem::replace(&mut self.cache[slot], (0, K::empty(), 0));
+            let e = std::mem::replace(&mut self.s.cache[slot], (0, K::empty(), 0));
             if !e.1.is_empty_key() {
                 self.evict(e);
             }
         }
-        for (s, b) in self.bufs.iter_mut().enumerate() {
+        for (s, b) in self.s.bufs.iter_mut().enumerate() {
             if !b.is_empty() {
                 self.table.add(s, b);
             }
+        }
+    }
+}
+
+impl<K: CountKey> Drop for Worker<'_, K> {
+    fn drop(&mut self) {
+        if !self.flushed {
+            let s = std::mem::replace(&mut self.s, State { cache: Vec::new(), bufs: Vec::new(), pending: Vec::new(), head: 0,
+                pairs: Vec::new(), pending_pairs: Vec::new(), pair_head: 0, max_len: 0, starts: Vec::new() });
+            self.table.park(s);
         }
     }
 }
@@ -211,11 +259,11 @@ pub(crate) fn count_batch<K: CountKey>(table: &Table<K>, docs: &[&[u8]], round: 
     short.par_iter().for_each_init(
         || Worker::new(table, round.max_len),
         |w, doc| {
-            let mut starts = std::mem::take(&mut w.starts);
+            let mut starts = std::mem::take(&mut w.s.starts);
             unit_starts(doc, &mut starts);
             starts.push(1);
             count_candidates(doc, &starts, 0..doc.len(), round, trie, w);
-            w.starts = starts;
+            w.s.starts = starts;
         },
     );
     for doc in long {

@@ -633,12 +633,9 @@ impl BlockCounter {
         let table = self.table.take().ok_or_else(|| Error::Value("the block is finished".into()))?;
         let mut buckets = with_table!(&table, t => {
             let mut buckets: Vec<Vec<(Vec<u8>, u64)>> = (0..parts).map(|_| Vec::new()).collect();
-            for sh in &t.shards {
-                let mut g = sh.lock().unwrap_or_else(|p| p.into_inner());
-                for (k, c) in g.take() {
-                    let b = k.bytes();
-                    buckets[partition_of(&b, parts)].push((b, c));
-                }
+            for (k, c) in t.take_all() {
+                let b = k.bytes();
+                buckets[partition_of(&b, parts)].push((b, c));
             }
             buckets
         });
