@@ -399,6 +399,14 @@ def test_field_option_and_other_readers(tok16, tmp_path):
     with pytest.raises(cnfmce.CorpusError, match=r'f\.jsonl:1: .*"body"'):
         cnfmce.tokenize_corpus(tok16, [jl], tmp_path / "o2", format="npy", field="body")
     assert os.listdir(tmp_path / "o2") == ["manifest.json"]  # no shard, nothing temporary
+    # that failed run finished no shard: the corrected command starts over in the same directory
+    # (without and with resume), its manifest from this run's settings
+    cnfmce.tokenize_corpus(tok16, [jl], tmp_path / "o2", format="npy", field="content")
+    assert dir_bytes(tmp_path / "o2") == dir_bytes(tmp_path / "o1")
+    with pytest.raises(cnfmce.CorpusError):
+        cnfmce.tokenize_corpus(tok16, [jl], tmp_path / "o5", format="llmc", field="body")
+    cnfmce.tokenize_corpus(tok16, [jl], tmp_path / "o5", format="npy", field="content", resume=True)
+    assert dir_bytes(tmp_path / "o5") == dir_bytes(tmp_path / "o1")
     pq = pytest.importorskip("pyarrow.parquet")
     import pyarrow as pa
     pqf = tmp_path / "f.parquet"

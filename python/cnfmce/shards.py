@@ -57,7 +57,9 @@ complete shards only (and possibly hidden ``.*.tmp`` files that the next run del
 ``resume=True`` checks that the settings, the tokenizer and the inputs are those of the manifest,
 keeps the shards it lists, skips the input files they cover without reading them (and the covered
 documents of the next file by reading past them) and continues: the result is byte-identical to an
-uninterrupted run. Without ``resume``, an OUTDIR that already holds shards is an error.
+uninterrupted run. Without ``resume``, an OUTDIR that already holds shards is an error. A run that
+stopped before completing its first shard (a bad input, a wrong ``field``) leaves a manifest that
+lists no shard: the next run, with or without ``resume``, starts over with its own settings.
 """
 
 from __future__ import annotations
@@ -719,10 +721,28 @@ def read_manifest(outdir: PathLike) -> Dict[str, Any]:
 _SETTINGS = ("output_format", "dtype", "eos_id", "bos_id", "field", "shard_size")
 
 
+def _nothing_done(out: str, m: Optional[Dict[str, Any]] = None) -> bool:
+    """True when OUTDIR's manifest is that of a run that stopped (an error, Ctrl-C) before it
+    completed its first shard: there is nothing to keep, so a new run starts over even when its
+    settings differ (a typo in --field must not lock the directory)."""
+    if m is None:
+        try:
+            m = read_manifest(out)
+        except (OSError, ShardsError):
+            return False
+    return not m.get("shards") and not m.get("complete")
+
+
 def _resume_from(out: str, fresh: Dict[str, Any]) -> Dict[str, Any]:
     """The manifest to continue, checked against the settings of this run; removes what an
     interrupted run left that the manifest does not list."""
     old = read_manifest(out)
+    if _nothing_done(out, old):  # nothing to keep: this run starts over with its own settings
+        for f in os.listdir(out):
+            if f.startswith("shard_") or (f.startswith(".shard_") and f.endswith(".tmp")):
+                os.unlink(os.path.join(out, f))
+        _write_manifest(out, fresh)
+        return fresh
     diffs = [f"{k}: {old.get(k)!r} then, {fresh[k]!r} now" for k in _SETTINGS if old.get(k) != fresh[k]]
     if (old.get("tokenizer") or {}).get("sha256") != fresh["tokenizer"]["sha256"]:
         diffs.append("the tokenizer differs")
@@ -892,6 +912,8 @@ def tokenize_corpus(tokenizer: Any, inputs: Any, output: PathLike, *, format: st
         manifest = _resume_from(out, fresh)
     else:
         existing = sorted(f for f in os.listdir(out) if f == MANIFEST or f.startswith("shard_"))
+        if existing == [MANIFEST] and _nothing_done(out):
+            existing = []  # a run that stopped before its first shard: start over
         if existing:
             raise ShardsError(f"{out} already holds shards ({existing[0]}, ...); pass --resume "
                               "(resume=True) to continue that run, or use an empty directory")
