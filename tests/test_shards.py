@@ -470,6 +470,21 @@ def test_vocabulary_too_large_for_the_format(tok32, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_too_many_shards_stops_with_complete_ones(tok16, tmp_path, monkeypatch):
+    """Shard names have six digits (sorting them gives document order): past the limit the run
+    stops with an error instead of writing names that sort out of order."""
+    import cnfmce.shards as shards
+    monkeypatch.setattr(shards, "_MAX_SHARDS", 3)
+    docs = ["the cat sat"] * 10
+    out = tmp_path / "o"
+    with pytest.raises(ShardsError, match="more than 3 shards"):
+        cnfmce.tokenize_corpus(tok16, docs, out, format="npy", shard_size=8)
+    m = read_manifest(out)
+    assert [s["name"] for s in m["shards"]] == ["shard_000000", "shard_000001", "shard_000002"]
+    assert not m["complete"]
+    assert set(os.listdir(out)) == {f for s in m["shards"] for f in s["files"]} | {"manifest.json"}
+
+
 def test_bad_arguments(tok16, tmp_path):
     with pytest.raises(ValueError, match="format"):
         cnfmce.tokenize_corpus(tok16, ["a"], tmp_path / "o", format="bin")
@@ -477,6 +492,9 @@ def test_bad_arguments(tok16, tmp_path):
         cnfmce.tokenize_corpus(tok16, ["a"], tmp_path / "o", format="npy", shard_size="big")
     with pytest.raises(TypeError, match="document 1"):
         cnfmce.tokenize_corpus(tok16, ["a", b"b"], tmp_path / "o", format="npy")
+    for bad in ("inf", "1e400GB", "nan"):
+        with pytest.raises(ValueError, match="not a size"):
+            parse_size(bad)
     assert parse_size("1GB") == 10**9 and parse_size("256MiB") == 256 * 2**20 and parse_size(5) == 5
 
 

@@ -12,8 +12,9 @@ Output files
 ============
 
 ``OUTDIR/manifest.json`` (small, rewritten atomically after every shard) and, for shard ``k``,
-files named ``shard_{k:06d}...`` so that sorting the names gives document order. Documents are
-never split across shards: a shard is closed before the document that would take it past
+files named ``shard_{k:06d}...`` so that sorting the names gives document order (at most
+1,000,000 shards: a run that would need more stops with an error, its complete shards listed).
+Documents are never split across shards: a shard is closed before the document that would take it past
 ``shard_size`` bytes of tokens (a single larger document gets a shard of its own). Each document
 is written as ``[bos] ids [eos]`` (``bos``/``eos`` when set).
 
@@ -101,6 +102,8 @@ _LLMC_HEADER = {_U16.str: (20240520, 1), _U32.str: (20240801, 7)}
 _MEGATRON_HEADER = b"MMIDIDX\x00\x00"
 _MEGATRON_CODE = {_U16.str: 8, _I32.str: 4}
 _NPY_HEADER_BYTES = 128
+# shard_000000 ... shard_999999: six digits, so that sorting the names gives document order
+_MAX_SHARDS = 10**6
 _INPUT_SUFFIXES = (".txt", ".txt.gz", ".md", ".text", ".parquet", ".jsonl", ".jsonl.gz",
                    ".jsonl.zst", ".json.gz", ".ndjson")
 
@@ -129,7 +132,7 @@ def parse_size(s: Union[str, int]) -> int:
                 break
         try:
             n = int(float(t) * mult) if t else -1
-        except ValueError:
+        except (ValueError, OverflowError):  # not a number, nan, inf
             raise ValueError(f"not a size: {s!r} (e.g. 1GB, 512MB, 100000000)") from None
     else:
         raise TypeError(f"a size must be an int or a string such as 1GB, got {type(s).__name__}")
@@ -526,6 +529,9 @@ class _Pipeline:
             if self.state.stop.is_set():
                 raise _Stop()
             if self.shard is None:
+                if len(self.manifest["shards"]) >= _MAX_SHARDS:
+                    raise ShardsError(f"more than {_MAX_SHARDS:,} shards (their names would no "
+                                      "longer sort in document order): use a larger shard size")
                 self.shard = _Shard(self.out, len(self.manifest["shards"]), self.fmt, self.dt,
                                     self.manifest["documents"])
             sh = self.shard
