@@ -485,6 +485,28 @@ def test_too_many_shards_stops_with_complete_ones(tok16, tmp_path, monkeypatch):
     assert set(os.listdir(out)) == {f for s in m["shards"] for f in s["files"]} | {"manifest.json"}
 
 
+def test_second_run_into_the_same_outdir_is_refused(tok16, tmp_path):
+    """While a run holds OUTDIR (here: before its first shard, when its manifest lists none),
+    another run into it fails at once and leaves the first one's files alone."""
+    import fcntl
+    out = tmp_path / "o"
+    out.mkdir()
+    tmp = out / ".shard_000000.bin.tmp"  # the running one's shard in progress
+    tmp.write_bytes(b"x")
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        for resume in (False, True):
+            with pytest.raises(ShardsError, match="another run"):
+                cnfmce.tokenize_corpus(tok16, ["a b"], out, format="llmc", resume=resume)
+        assert os.listdir(out) == [tmp.name]
+    finally:
+        os.close(fd)
+    cnfmce.tokenize_corpus(tok16, ["a b"], out, format="llmc")  # the lock is gone with its holder
+    cnfmce.tokenize_corpus(tok16, ["a b"], out, format="llmc", resume=True)  # ours is released too
+    assert sorted(os.listdir(out)) == ["manifest.json", "shard_000000.bin"]
+
+
 def test_bad_arguments(tok16, tmp_path):
     with pytest.raises(ValueError, match="format"):
         cnfmce.tokenize_corpus(tok16, ["a"], tmp_path / "o", format="bin")

@@ -61,6 +61,8 @@ documents of the next file by reading past them) and continues: the result is by
 uninterrupted run. Without ``resume``, an OUTDIR that already holds shards is an error. A run that
 stopped before completing its first shard (a bad input, a wrong ``field``) leaves a manifest that
 lists no shard: the next run, with or without ``resume``, starts over with its own settings.
+A run holds an exclusive lock on OUTDIR (``flock`` on the directory, released when the process
+ends, however it ends): a second run into the same directory fails at once.
 """
 
 from __future__ import annotations
@@ -903,7 +905,43 @@ def tokenize_corpus(tokenizer: Any, inputs: Any, output: PathLike, *, format: st
         input_info = _check_paths(paths) if paths is not None else None
     out = os.fspath(output)
     _prepare_outdir(out)
+    lock = _lock_outdir(out)
+    try:
+        return _tokenize_locked(tok, out, format, dt, size, field, eos_t, bos_t, paths, docs,
+                                input_info, remote, num_threads, resume, progress, batch_chars)
+    finally:
+        os.close(lock)
 
+
+def _lock_outdir(out: str) -> int:
+    """An exclusive lock on OUTDIR (flock on the directory itself, no file added) for the run:
+    a second run into the same directory, in this process or another, fails at once instead of
+    deleting the first one's temporary files. The kernel releases it when the process ends,
+    however it ends."""
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no lock
+        return fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ShardsError(f"another run is writing to {out} (cnfmce tokenize / tokenize_corpus "
+                          "into the same directory); wait for it to end or use another "
+                          "directory") from None
+    except OSError:  # a file system without flock (some network ones): no lock
+        pass
+    return fd
+
+
+def _tokenize_locked(tok: Any, out: str, format: str, dt: np.dtype, size: int, field: str,
+                     eos_t: Optional[Tuple[int, Optional[str]]],
+                     bos_t: Optional[Tuple[int, Optional[str]]], paths: Optional[List[str]],
+                     docs: Optional[Iterable[str]], input_info: Optional[List[Dict[str, Any]]],
+                     remote: Any, num_threads: Optional[int], resume: bool, progress: bool,
+                     batch_chars: int) -> Dict[str, Any]:
+    """:func:`tokenize_corpus` once its arguments are checked and OUTDIR is locked."""
     fresh: Dict[str, Any] = {
         "format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "output_format": format,
         "dtype": _dtype_name(dt),
