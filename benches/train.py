@@ -784,8 +784,8 @@ def report(res: Dict[str, Any]) -> str:
                    "ends of rounds 1..n-1 (what each round keeps); build filter = the end of the last round "
                    "(the counts handed over, the filter automaton built over the raw vocabulary); finish = "
                    "selecting the tokens and building the final tokenizer; rest = the wall time in none of "
-                   "those (Python, the corpus). Builds before these were recorded show — and count them in "
-                   "rest. peak table = largest counting table; spills = runs written to "
+                   "those. Builds that did not record the ends show — and count them in the pass before. "
+                   "peak table = largest counting table; spills = runs written to "
                    "disk because of memory_limit.\n")
 
     # 3. quality
@@ -886,19 +886,21 @@ def cnf_phase_row(key: str, label: str, r: Dict[str, Any]) -> List[str]:
     rounds = (cnf.get("counting") or {}).get("round_stats") or []
     filt = cnf.get("filtering") or {}
 
-    def sec(x: Dict[str, Any]) -> str:
+    # "seconds" of a pass runs until its end (and, for filtering, finishing) is done; builds that
+    # record those parts (end_seconds, finish_seconds) show them in their own columns.
+    def sec(x: Dict[str, Any], part: str) -> str:
         s = x.get("seconds")
-        return "—" if s is None else f"{s:.1f} ({x.get('bytes', 0) / MB / max(s, 1e-9):.1f})"
+        if s is None:
+            return "—"
+        s -= x.get(part) or 0
+        return f"{s:.1f} ({x.get('bytes', 0) / MB / max(s, 1e-9):.1f})"
 
-    cells = [sec(rounds[k]) if k < len(rounds) else "—" for k in range(3)]
-    # Builds that record them: the ends of the rounds (selection; the last one also builds the
-    # filter) and finishing (selecting the tokens, building the tokenizer).
+    cells = [sec(rounds[k], "end_seconds") if k < len(rounds) else "—" for k in range(3)]
     ends = [x.get("end_seconds") for x in rounds]
     select = sum(e for e in ends[:-1] if e is not None) if ends and None not in ends else None
     build = ends[-1] if ends else None
     finish = filt.get("finish_seconds")
-    covered = (sum(x.get("seconds", 0) for x in rounds) + (filt.get("seconds") or 0)
-               + sum(e for e in ends if e is not None) + (finish or 0))
+    covered = sum(x.get("seconds", 0) for x in rounds) + (filt.get("seconds") or 0)
     rest = r["wall_s"] - covered
 
     def opt(x: Optional[float]) -> str:
@@ -907,7 +909,7 @@ def cnf_phase_row(key: str, label: str, r: Dict[str, Any]) -> List[str]:
     spills = sum(x.get("spills", 0) for x in rounds)
     peak_table = max((x.get("peak_table_bytes", 0) for x in rounds), default=0)
     return [key, label, f"{cnf.get('raw_vocab_size', 0):,}"] + cells + [
-        sec(filt), opt(select), opt(build), opt(finish), f"{rest:.1f}", f"{r['wall_s']:.1f}", f"{100 * rest / r['wall_s']:.0f}%",
+        sec(filt, "finish_seconds"), opt(select), opt(build), opt(finish), f"{rest:.1f}", f"{r['wall_s']:.1f}", f"{100 * rest / r['wall_s']:.0f}%",
         f"{rounds[0].get('distinct', 0):,}" if rounds else "—", str(spills), f"{peak_table / MIB:.0f} MiB",
         gib(r.get("peak_rss_mib")), f2(r.get("other_cores"))]
 

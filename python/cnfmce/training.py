@@ -127,7 +127,8 @@ def _counting_pass(corpus: "Corpus", k: int, n: int, r: Tuple[int, int, int], ad
     except BaseException:
         bar.close()
         raise
-    # end_seconds: the round's selection (and after the last round, building the filter).
+    # seconds runs until end() returns; end_seconds is its part in end(): the round's selection
+    # (after the last round, also building the filter).
     st.update(round=k + 1, min_len=lo, max_len=hi, threshold=thr, seconds=round(bar.seconds, 3),
               end_seconds=round(time.perf_counter() - t_end, 3), bytes=bar.done,
               peak_rss=peak_rss_bytes())
@@ -225,6 +226,7 @@ def _run(trainer: "_core.Trainer", corpus: "Corpus", progress: bool, meta: Dict[
                   f"{st['raw_vocab_size']:,}, {report['used_tokens']:,} of {core.num_regular:,} kept "
                   f"tokens used, {nbytes / max(ntok, 1):.3f} bytes/token on the training text with "
                   f"the raw vocabulary")
+        # seconds includes finish_seconds (selecting the tokens, building the tokenizer)
         filtering = {"seconds": round(bar.seconds, 3), "finish_seconds": round(finish_seconds, 3),
                      "bytes": nbytes, "tokens": ntok,
                      "used_tokens": report["used_tokens"]}
