@@ -264,6 +264,96 @@ pub struct Encoder {
     vocab: Vocab,
     options: Options,
     costs: Costs,
+    /// Unique per encoder (for the piece caches in [`Scratch`]).
+    id: u64,
+}
+
+/// A piece found by `Encoder::next_piece`: `text[p..q]`, and for a short one its cache key
+/// (bytes, start flags) and slot.
+#[derive(Clone, Copy, Default)]
+struct PieceKey {
+    p: usize,
+    q: usize,
+    short: bool,
+    key: u128,
+    starts: u32,
+    slot: usize,
+}
+
+/// Pieces looked up ahead of their turn.
+const PIECE_BATCH: usize = 8;
+/// Pieces of at most this many bytes go through the piece cache.
+const PIECE_MAX: usize = 16;
+/// Most tokens a cached piece's path may hold.
+const PIECE_TOKENS: usize = 6;
+/// The piece cache has `2^CACHE_BITS` entries (64 bytes each).
+const CACHE_BITS: u32 = 15;
+
+/// One solved piece: its bytes and unit starts (the key), and the program's choices along its
+/// path (ids, lengths, which are partial crossings), valid while `D[q] < x_max`.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct PieceEntry {
+    /// The piece's bytes, little endian, zero above its length.
+    key: u128,
+    /// Bytes of the piece (0: empty slot).
+    len: u8,
+    ntok: u8,
+    /// Bit m: token m costs 1 + λ.
+    partial: u8,
+    tlen: [u8; PIECE_TOKENS],
+    /// Bit k: whether byte p + k starts a unit, for k in 0..=len (the end too).
+    starts: u32,
+    x_max: f64,
+    ids: [u32; PIECE_TOKENS],
+}
+
+impl PieceEntry {
+    const EMPTY: PieceEntry = PieceEntry {
+        key: 0,
+        len: 0,
+        ntok: 0,
+        partial: 0,
+        tlen: [0; PIECE_TOKENS],
+        starts: 0,
+        x_max: f64::NEG_INFINITY,
+        ids: [0; PIECE_TOKENS],
+    };
+}
+
+/// A direct-mapped cache of solved short pieces for one encoder.
+///
+/// A piece `text[p..q]` between two cuts (positions no token spans) is a problem of its own:
+/// its program reads only its bytes, the unit starts `p..=q` and `D[q]`. The program's
+/// decisions do not depend on `D[q]` in exact arithmetic, but they can in floating point (ties
+/// and near-ties round differently at different magnitudes), so an entry also holds how large
+/// `D[q]` may be for its decisions to stand (see `Encoder::piece_program`); a piece that is a
+/// tie at any magnitude is never cached. Replaying an entry adds its costs right to left onto
+/// `D[q]`: the same operations on the same values as the program, so `D[p]` is bit-identical.
+#[derive(Default)]
+struct PieceCache {
+    /// The encoder whose pieces these are (0: none).
+    owner: u64,
+    entries: Vec<PieceEntry>,
+}
+
+impl PieceCache {
+    /// Makes the cache hold `owner`'s pieces (emptied if it held another encoder's).
+    fn claim(&mut self, owner: u64) {
+        if self.owner != owner || self.entries.is_empty() {
+            self.entries.clear();
+            self.entries.resize(1 << CACHE_BITS, PieceEntry::EMPTY);
+            self.owner = owner;
+        }
+    }
+
+    #[inline(always)]
+    fn slot(key: u128, len: usize, starts: u32) -> usize {
+        let (w0, w1) = (key as u64, (key >> 64) as u64);
+        let h = (w0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ w1).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
+            ^ ((starts as u64) << 8 | len as u64).wrapping_mul(0x1656_67B1_9E37_79F9);
+        (h >> (64 - CACHE_BITS)) as usize
+    }
 }
 
 /// Reusable buffers for one thread.
@@ -282,6 +372,8 @@ pub struct Scratch {
     /// The same candidates by length: `1 + ε` (∞ for lengths without a token) and id.
     by_len: Vec<f64>,
     id_by_len: Vec<u32>,
+    /// Solved short pieces of the last encoder used with these buffers.
+    cache: PieceCache,
 }
 
 impl Scratch {
@@ -296,8 +388,10 @@ impl Scratch {
 
 impl Encoder {
     pub fn new(vocab: Vocab, options: Options) -> Self {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let costs = Costs::new(options.boundary_penalty, options.token_preference);
-        Encoder { vocab, options, costs }
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Encoder { vocab, options, costs, id }
     }
 
     pub fn vocab(&self) -> &Vocab {
@@ -339,10 +433,14 @@ impl Encoder {
     /// Fills `scratch.choice[i]` and `scratch.lens[i]` with the token chosen at every position
     /// `i` by the MCE program (see the module documentation). The randomized comparisons with
     /// the reference DP check the choices.
+    ///
+    /// The text is cut at the positions no token spans (a byte pair that occurs inside no
+    /// token): the program never crosses them, so each piece between two cuts is solved from
+    /// `D` at its right end, right to left. Short pieces go through the piece cache (see
+    /// [`PieceCache`]), long ones through the walk and the program of [`Self::long_piece`].
     fn mce_choices(&self, text: &[u8], scratch: &mut Scratch) {
         let n = text.len();
         let ring = (self.vocab.max_len() + 1).next_power_of_two();
-        let mask = ring - 1;
         scratch.dist.clear();
         // The ring of D and its mirror: D[q] is at q & mask and at (q & mask) + ring, so that
         // any window of up to `ring` positions is one contiguous slice.
@@ -353,49 +451,81 @@ impl Encoder {
         scratch.lens.resize(n, 0);
         // Sentinel: the end of the text closes the last unit.
         scratch.starts.push(1);
-        let starts = &scratch.starts[..];
-        let dist = &mut scratch.dist[..];
-        let choice = &mut scratch.choice[..];
-        let lens = &mut scratch.lens[..];
+        scratch.cache.claim(self.id);
+        // D[q] at the right end of the current piece (D[n] = 0).
+        let mut x = 0.0f64;
+        let mut q = n;
+        // The next pieces, found (and their cache slots prefetched) a few at a time, so that
+        // the cache's memory latency overlaps the work on the pieces before them.
+        let mut batch = [PieceKey::default(); PIECE_BATCH];
+        while q > 0 {
+            let mut nb = 0;
+            let mut end = q;
+            while nb < PIECE_BATCH && end > 0 {
+                let k = self.next_piece(text, &scratch.starts, end);
+                if k.short {
+                    crate::mem::prefetch(&scratch.cache.entries[k.slot]);
+                }
+                batch[nb] = k;
+                nb += 1;
+                end = k.p;
+            }
+            for k in &batch[..nb] {
+                x = if k.short { self.short_piece(text, k, x, scratch) } else { self.long_piece(text, k.p, k.q, x, scratch) };
+            }
+            q = end;
+        }
+        scratch.starts.pop();
+    }
+
+    /// The program over the piece `text[p..q]` (`q` a cut or the end of the text, so the walk
+    /// starts from the root there and no candidate ends past `q`) given `D[q] = x`; returns
+    /// `D[p]`. The walk runs a chunk ahead of the program (see [`walk`]).
+    fn long_piece(&self, text: &[u8], p: usize, q: usize, x: f64, scratch: &mut Scratch) -> f64 {
+        let ring = scratch.dist.len() / 2;
+        let mask = ring - 1;
+        let Scratch { starts, choice, lens, dist, outs, states, flat, by_len, id_by_len, .. } = scratch;
+        let (starts, dist, choice, lens) = (&starts[..], &mut dist[..], &mut choice[..], &mut lens[..]);
+        dist[q & mask] = x;
+        dist[(q & mask) + ring] = x;
         let ac = self.vocab.automaton();
         let costs = self.costs;
         // Lower bounds of c(i, j) for free and partial candidates (ε >= the smallest ε).
         let lower = (costs.lower_bound(false, ac.min_eps()), costs.lower_bound(true, ac.min_eps()));
-        // dist[n & mask] = D[n] = 0 (the ring starts zeroed).
-        let mut units = UnitWindow::new(n);
-        // The first match whose chain `scratch.flat` holds.
+        // Units past q do not matter: no candidate ends past q.
+        let mut units = UnitWindow::new(q);
+        // The first match whose chain `flat` holds.
         let mut flat_first = NONE;
         let mut state = ac.root();
-        let mut end = n;
-        while end > 0 {
-            let start = end.saturating_sub(CHUNK);
-            state = walk(ac, text, start, end, state, &mut scratch.outs, &mut scratch.states);
-            let outs = &scratch.outs[..];
+        let mut end = q;
+        while end > p {
+            let start = end.saturating_sub(CHUNK).max(p);
+            state = walk(ac, text, start, end, state, outs, states);
+            let outs = &outs[..];
             for k in (0..end - start).rev() {
                 let i = start + k;
                 // SAFETY (all get_unchecked below): k < outs.len(); i < n and starts has n + 1
-                // entries; j = i + len <= n because matches lie inside the text; indices into
+                // entries; j = i + len <= q because matches lie inside the piece; indices into
                 // dist are masked.
                 if k >= PREFETCH {
                     crate::mem::prefetch(ac.pattern_ptr(unsafe { *outs.get_unchecked(k - PREFETCH) }));
                 }
-                let p = unsafe { *outs.get_unchecked(k) };
+                let first = unsafe { *outs.get_unchecked(k) };
                 units.enter(unsafe { *starts.get_unchecked(i) } != 0, unsafe { *starts.get_unchecked(i + 1) } != 0);
-                let pat = ac.pattern(p);
+                let pat = ac.pattern(first);
                 let cx = Candidates { i, units: &units, starts, costs, mask };
                 let best = if pat.lens != 0 {
                     best_masked(ac, pat, &cx, lower, dist)
                 } else if pat.chain > LONG_CHAIN {
                     // A long chain (a run of spaces, dashes, ...): see `long_chain`.
-                    let (flat, by_len, id_by_len) = (&mut scratch.flat, &mut scratch.by_len, &mut scratch.id_by_len);
-                    long_chain(ac, p, flat, by_len, id_by_len, &mut flat_first, &cx, dist)
+                    long_chain(ac, first, flat, by_len, id_by_len, &mut flat_first, &cx, dist)
                 } else {
                     let mut best = (f64::INFINITY, 0u32, 0u32);
-                    let mut q = p;
-                    while q != NONE {
-                        let c = ac.pattern(q);
-                        q = c.next;
-                        offer(&cx, dist, c.len, c.id, c.eps, &mut best);
+                    let mut c = first;
+                    while c != NONE {
+                        let pc = ac.pattern(c);
+                        c = pc.next;
+                        offer(&cx, dist, pc.len, pc.id, pc.eps, &mut best);
                     }
                     best
                 };
@@ -410,7 +540,162 @@ impl Encoder {
             }
             end = start;
         }
-        scratch.starts.pop();
+        dist[p & mask]
+    }
+
+    /// The piece that ends at `q` (the cut or text position left of which it starts) with its
+    /// cache key when it is short.
+    #[inline(always)]
+    fn next_piece(&self, text: &[u8], starts: &[u8], q: usize) -> PieceKey {
+        let mut p = q - 1;
+        // SAFETY: 0 < p < n.
+        while p > 0 && self.vocab.pair_in_token(unsafe { *text.get_unchecked(p - 1) }, unsafe { *text.get_unchecked(p) }) {
+            p -= 1;
+        }
+        let len = q - p;
+        if len > PIECE_MAX {
+            return PieceKey { p, q, short: false, ..PieceKey::default() };
+        }
+        let key = if p + 16 <= text.len() {
+            u128::from_le_bytes(text[p..p + 16].try_into().expect("16 bytes"))
+        } else {
+            let mut b = [0u8; 16];
+            b[..len].copy_from_slice(&text[p..q]);
+            u128::from_le_bytes(b)
+        };
+        let key = if len == 16 { key } else { key & ((1u128 << (8 * len)) - 1) };
+        // Start flags are 0 or 1: a multiply gathers eight of them into a byte.
+        let gather = |w: u64| (w.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32;
+        let bits = if p + 16 <= starts.len() {
+            let w = u128::from_le_bytes(starts[p..p + 16].try_into().expect("16 bytes"));
+            gather(w as u64) | gather((w >> 64) as u64) << 8
+        } else {
+            starts[p..].iter().enumerate().fold(0u32, |b, (k, &s)| b | (s as u32) << k)
+        };
+        // Flags p..=q: bit 16 (byte p + 16) only for a piece of 16 bytes.
+        let bits = if len == 16 { bits | (starts[q] as u32) << 16 } else { bits & ((1u32 << (len + 1)) - 1) };
+        PieceKey { p, q, short: true, key, starts: bits, slot: PieceCache::slot(key, len, bits) }
+    }
+
+    /// A piece of at most [`PIECE_MAX`] bytes: replayed from the cache when it holds the piece
+    /// (same bytes, same unit starts) and its margin covers `x` = D[q]; otherwise solved by
+    /// [`Self::piece_program`] and remembered. Returns `D[p]`.
+    #[inline(always)]
+    fn short_piece(&self, text: &[u8], k: &PieceKey, x: f64, scratch: &mut Scratch) -> f64 {
+        let (p, q, len) = (k.p, k.q, k.q - k.p);
+        let (key, starts_bits, slot) = (k.key, k.starts, k.slot);
+
+        let e = &scratch.cache.entries[slot];
+        if e.len as usize == len && e.starts == starts_bits && e.key == key && x < e.x_max {
+            // The cached choices are the program's for this D[q] (see PieceCache); D[p] is
+            // their costs added right to left onto x, as the program adds them.
+            let mut d = x;
+            let mut pos = q;
+            for m in (0..e.ntok as usize).rev() {
+                let l = e.tlen[m] as usize;
+                pos -= l;
+                // c(i, j) + D[j], written as the program writes it (the sum is the same).
+                #[allow(clippy::assign_op_pattern)]
+                {
+                    d = self.costs.cost_of(e.partial >> m & 1 != 0, token_preference(e.ids[m])) + d;
+                }
+                scratch.choice[pos] = e.ids[m];
+                scratch.lens[pos] = l as u8;
+            }
+            return d;
+        }
+        let (d, entry) = self.piece_program(text, p, q, x, scratch);
+        if let Some(mut entry) = entry {
+            entry.key = key;
+            entry.starts = starts_bits;
+            scratch.cache.entries[slot] = entry;
+        }
+        d
+    }
+
+    /// The program over a short piece (see [`Self::long_piece`]) with every candidate walked,
+    /// keeping at each position the second-best total too; returns `D[p]` and, when the choices
+    /// along the piece's path can be reused for other values of `D[q]`, the cache entry (key
+    /// and start bits to be filled in by the caller).
+    ///
+    /// Reuse is safe when every decision on the path wins by more than rounding can move it.
+    /// With `L` the piece length, `u = 2^-53` and `S` the largest total involved, each total is
+    /// within `(L + 1) u S` of its value in exact arithmetic (at most `L + 1` roundings, each of
+    /// at most `u S`); in exact arithmetic, changing `D[q]` from `x` to `x'` shifts every total
+    /// by `x' - x` and changes no decision. So if the smallest gap `g` between a path decision
+    /// and its runner-up here satisfies `g > 2 (L + 1) u (S + S')`, with `S' = S - x + x'`, the
+    /// program makes the same decisions at `x'`. The entry stores the largest such `x'` with a
+    /// factor 2 of slack; a gap of 0 (a tie decided by the tie rule) is never reused.
+    fn piece_program(&self, text: &[u8], p: usize, q: usize, x: f64, scratch: &mut Scratch) -> (f64, Option<PieceEntry>) {
+        let ac = self.vocab.automaton();
+        let costs = self.costs;
+        let starts = &scratch.starts[..];
+        let len = q - p;
+        let mut d = [0f64; PIECE_MAX + 1];
+        let mut second = [f64::INFINITY; PIECE_MAX];
+        let mut partial = [false; PIECE_MAX];
+        d[len] = x;
+        let mut units = UnitWindow::new(q);
+        let mut state = ac.root();
+        for i in (p..q).rev() {
+            state = ac.next(state, text[i]);
+            units.enter(starts[i] != 0, starts[i + 1] != 0);
+            let (mut best, mut id, mut blen, mut bpart) = (f64::INFINITY, 0u32, 0u32, false);
+            let mut sec = f64::INFINITY;
+            let mut c = ac.out(state);
+            while c != NONE {
+                let pc = ac.pattern(c);
+                c = pc.next;
+                let j = i + pc.len as usize;
+                let class = units.class(j, starts[j] != 0);
+                let Some(cost) = costs.cost_with(class, pc.eps) else { continue };
+                let total = cost + d[j - p];
+                if total < best {
+                    sec = best;
+                    (best, id, blen, bpart) = (total, pc.id, pc.len, class == crate::cost::Crossing::Partial);
+                } else if total < sec {
+                    sec = total;
+                }
+            }
+            d[i - p] = best;
+            second[i - p] = sec;
+            partial[i - p] = bpart;
+            scratch.choice[i] = id;
+            scratch.lens[i] = blen as u8;
+            units.leave(i);
+        }
+        let mut entry = PieceEntry { len: len as u8, ..PieceEntry::EMPTY };
+        let (mut gap, mut top) = (f64::INFINITY, 0.0f64);
+        let mut pos = p;
+        while pos < q {
+            let m = entry.ntok as usize;
+            if m == PIECE_TOKENS {
+                return (d[0], None);
+            }
+            let k = pos - p;
+            entry.ids[m] = scratch.choice[pos];
+            entry.tlen[m] = scratch.lens[pos];
+            entry.partial |= (partial[k] as u8) << m;
+            entry.ntok += 1;
+            gap = gap.min(second[k] - d[k]);
+            top = top.max(d[k]);
+            if second[k].is_finite() {
+                top = top.max(second[k]);
+            }
+            pos += scratch.lens[pos] as usize;
+        }
+        if gap == f64::INFINITY {
+            entry.x_max = f64::INFINITY;
+        } else {
+            // x' < g / (4 (L + 1) u) - 2 S + x, less a little for the rounding of this bound.
+            let u = f64::EPSILON / 2.0;
+            let bound = gap / (4.0 * (len as f64 + 1.0) * u) - 2.0 * top + x;
+            entry.x_max = bound - 1e-9 * (bound.abs() + 2.0 * top + x.abs() + 1.0);
+            if entry.x_max.is_nan() || entry.x_max <= 0.0 {
+                return (d[0], None);
+            }
+        }
+        (d[0], Some(entry))
     }
 
     /// Fills `scratch.choice[i]` and `scratch.lens[i]` with the longest token starting at every
@@ -702,6 +987,100 @@ mod tests {
                 let enc = Encoder::new(Vocab::new(toks.clone()).unwrap(), opt);
                 let got = enc.encode(&text);
                 assert_eq!(got, reference(&toks, &text, opt), "round {round} λ {lam} ε {eps}");
+            }
+        }
+    }
+
+    #[test]
+    fn same_piece_in_two_unit_contexts() {
+        // "a-" is a piece in both texts (no token holds "xa", "-x" or the invalid byte), but
+        // after the letter x it crosses two units partially (forbidden with λ = ∞) and after
+        // an invalid byte it covers whole units: the cache must tell the two apart.
+        let mut toks: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        toks.push((256, b"a-".to_vec()));
+        let opt = Options { algorithm: Algorithm::Mce, boundary_penalty: f64::INFINITY, token_preference: true };
+        let enc = Encoder::new(Vocab::new(toks.clone()).unwrap(), opt);
+        let mut scratch = Scratch::default();
+        for text in [&b"\xffa-\xff"[..], b"xa-x", b"\xffa-\xff", b"xa-x"] {
+            let mut got = Vec::new();
+            enc.encode_into(text, &mut scratch, &mut got);
+            assert_eq!(got, reference(&toks, text, opt), "{text:?}");
+        }
+        assert_eq!(enc.encode(b"xa-x").len(), 4);
+        assert_eq!(enc.encode(b"\xffa-\xff").len(), 3);
+    }
+
+    #[test]
+    fn piece_cache_matches_reference() {
+        // Vocabularies over a few letters with some byte pairs inside no token, so that texts
+        // split into pieces; one Scratch (one cache) over many texts and two encoders, so that
+        // pieces are replayed from the cache: the same piece at the start and end of texts, in
+        // other unit contexts (a letter, digit, space or mark before or after it), longer than
+        // PIECE_MAX, at small and large D (runs of "a" where "a" and "aa" give paths with the
+        // same costs in another order: floating-point near-ties), partial UTF-8, invalid bytes.
+        let mut rng = Rng(0x5851F42D4C957F2D);
+        let atoms: &[&str] = &["a", "b", "aa", "ab", "ba", "1", " ", "é", "\u{301}", "中", "-", "x"];
+        let seps: &[&str] = &["x", " ", "-", "1", "\u{301}", "中", "\u{ff}"];
+        for round in 0..24 {
+            let mut toks: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+            let mut seen: std::collections::HashSet<Vec<u8>> = toks.iter().map(|t| t.1.clone()).collect();
+            for (k, t) in [&b"a-"[..], b"aa", b"aaa", b"ab", b" a", b"ba"].into_iter().enumerate() {
+                // "a-" always: after a letter it is a partial crossing, after a space whole.
+                if (k == 0 || rng.below(4) != 0) && seen.insert(t.to_vec()) {
+                    let id = toks.len() as u32;
+                    toks.push((id, t.to_vec()));
+                }
+            }
+            for _ in 0..10 + rng.below(40) {
+                let mut t = Vec::new();
+                for _ in 0..1 + rng.below(3) {
+                    t.extend_from_slice(atoms[rng.below(atoms.len() - 1)].as_bytes()); // never "x"
+                }
+                if rng.below(6) == 0 && t.len() > 1 {
+                    t.truncate(t.len() - 1);
+                }
+                if seen.insert(t.clone()) {
+                    let id = 256 + rng.below(3) as u32 * 1000 + toks.len() as u32;
+                    if !toks.iter().any(|e| e.0 == id) {
+                        toks.push((id, t));
+                    }
+                }
+            }
+            let opts = [(0.05, true), (0.0, true), (0.3, false), (f64::INFINITY, true)];
+            let (lam, eps) = opts[round % 4];
+            let opt = Options { algorithm: Algorithm::Mce, boundary_penalty: lam, token_preference: eps };
+            let enc = Encoder::new(Vocab::new(toks.clone()).unwrap(), opt);
+            let other = Encoder::new(Vocab::new(toks.clone()).unwrap(), Options { boundary_penalty: 0.2, ..opt });
+            let mut scratch = Scratch::default();
+            // A few short pieces, reused all over the texts.
+            let pieces: Vec<Vec<u8>> = (0..6)
+                .map(|k| {
+                    let mut v = Vec::new();
+                    let n_atoms = if k == 5 { 12 } else { 1 + rng.below(4) };
+                    for _ in 0..n_atoms {
+                        v.extend_from_slice(atoms[rng.below(atoms.len())].as_bytes());
+                    }
+                    v
+                })
+                .collect();
+            for t in 0..12 {
+                let mut text = Vec::new();
+                let size = if t % 4 == 3 { 6000 } else { 1 + rng.below(300) };
+                while text.len() < size {
+                    match rng.below(11) {
+                        0 => text.extend_from_slice(&b"a".repeat(1 + rng.below(5))),
+                        10 => text.extend_from_slice([&b"xa-x"[..], b"\xffa-x", b"xa-\xff", b"\xffa-\xff"][rng.below(4)]),
+                        1 => text.push(0xE4), // partial UTF-8
+                        2 => text.extend_from_slice(atoms[rng.below(atoms.len())].as_bytes()),
+                        3 | 4 => text.extend_from_slice(seps[rng.below(seps.len())].as_bytes()),
+                        _ => text.extend_from_slice(&pieces[rng.below(pieces.len())]),
+                    }
+                }
+                for e in [&enc, &enc, &other, &enc] {
+                    let mut got = Vec::new();
+                    e.encode_into(&text, &mut scratch, &mut got);
+                    assert_eq!(got, reference(&toks, &text, e.options()), "round {round} text {t}");
+                }
             }
         }
     }

@@ -28,6 +28,8 @@ pub struct Vocab {
     index: HashTable<u32>,
     /// Reversed tokens, value = id and ε(id).
     automaton: Automaton,
+    /// Bit `(a << 8) | b`: whether the byte pair `a b` occurs inside some token.
+    pairs: Box<[u64; 1024]>,
     max_len: usize,
     len: usize,
 }
@@ -129,7 +131,14 @@ impl Vocab {
         let keys: Vec<&[u8]> = spans.iter().map(|r| &rev[r.clone()]).collect();
         let automaton = Automaton::build(&keys, &values);
         drop(keys);
-        Ok(Vocab { data, offsets, index, automaton, max_len, len: n_entries })
+        let mut pairs = Box::new([0u64; 1024]);
+        for id in 0..(offsets.len() - 1) {
+            for w in data[offsets[id]..offsets[id + 1]].windows(2) {
+                let k = (w[0] as usize) << 8 | w[1] as usize;
+                pairs[k >> 6] |= 1u64 << (k & 63);
+            }
+        }
+        Ok(Vocab { data, offsets, index, automaton, pairs, max_len, len: n_entries })
     }
 
     /// Number of tokens (ids in use).
@@ -144,6 +153,15 @@ impl Vocab {
     /// One past the largest id.
     pub fn id_bound(&self) -> usize {
         self.offsets.len() - 1
+    }
+
+    /// Whether the byte pair `a b` occurs inside some token. When it does not, no token spans
+    /// the position between them, so the encoding problem splits there.
+    #[inline(always)]
+    pub fn pair_in_token(&self, a: u8, b: u8) -> bool {
+        let k = (a as usize) << 8 | b as usize;
+        // SAFETY: k < 65536, so k >> 6 < 1024.
+        unsafe { *self.pairs.get_unchecked(k >> 6) >> (k & 63) & 1 == 1 }
     }
 
     /// Length in bytes of the longest token.
@@ -201,6 +219,7 @@ impl Vocab {
             + self.offsets.capacity() * std::mem::size_of::<usize>()
             + self.index.capacity() * (std::mem::size_of::<u32>() + 1)
             + self.automaton.heap_bytes()
+            + std::mem::size_of::<[u64; 1024]>()
     }
 }
 

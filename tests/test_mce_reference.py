@@ -618,3 +618,21 @@ def test_runs_on_o200k_match_reference(o200k):
                 tok = o200k.with_options(boundary_penalty=lam, token_preference=eps)
                 want = ref.mce_encode(vocab, data, lam, eps, cands=cands, starts=starts)
                 assert tok.encode_bytes(data) == want, (lam, eps, text[:80])
+
+
+def test_piece_cache_on_o200k_matches_reference(o200k):
+    """Text splits where no o200k_base token spans a position (about every 5 bytes in prose);
+    short pieces are solved once and replayed from a per-thread cache when they come again, at
+    another magnitude of D, in another unit context. The same tokenizers encode slices of real
+    text, then the slices joined in other orders (a piece seen near the end of one text comes
+    back near the start of a longer one, at a much larger D), for every option."""
+    vocab = {o200k.id_to_token(i): i for i in range(199998)}
+    slices = [d for _, d in _corpus_slices(n_per_category=1, size=1200)]
+    texts = slices + [slices[0] + slices[1] + slices[0], slices[2] * 3 + slices[1],
+                      b" x".join(slices[:4]), b"a" + slices[3][:50] + b"a" * 3 + slices[3][:50]]
+    for lam, eps in ((0.05, True), (math.inf, True), (0.0, False), (0.3, True)):
+        tok = o200k.with_options(boundary_penalty=lam, token_preference=eps)
+        for data in texts:
+            want = ref.mce_encode(vocab, data, lam, eps)
+            assert tok.encode_bytes(data) == want, (lam, eps, data[:80])
+            assert tok.encode_bytes(data) == want, (lam, eps, "second time", data[:80])
