@@ -63,6 +63,10 @@ for _cap in (16, 12, 8):
                                "coverage_q": 0.9997, "coverage_cap": 1 / _cap}
     VARIANTS[f"gq-{_cap}"] = {"m": "10x", "passes": [2, 1.4, 1.15],
                               "coverage_q": 0.9997, "coverage_cap": 1 / _cap}
+for _mult in (5, 10, 20, 40):
+    VARIANTS[f"refined-m{_mult}x"] = {"m": f"{_mult}x", "passes": [2, 1.4, 1.15], "score": "saved",
+                                      "coverage_q": 0.9997, "coverage_cap": 1 / 16}
+    VARIANTS[f"paper-m{_mult}x"] = {"m": f"{_mult}x"}
 for _n in (5, 20, 50):
     VARIANTS[f"tps-cov{_n}"] = {"m": "10x", "passes": [2], "score": "saved", "coverage": _n}
 for _b, _tag in (("category", "cat"), ("doc-script", "docscript"), ("token-script", "tokscript"),

@@ -28,8 +28,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::count::{validate_rounds, Counter, Round, RoundStats, Survivors, DEFAULT_ROUNDS};
 use crate::count::BlockCounts;
 use crate::error::Error;
-use crate::filter::{BlockUsage, Filter};
+use crate::filter::{BlockUsage, Filter, Selected};
 use crate::options::{Algorithm, Options};
+use crate::refine::{self, Selection};
 use crate::tokenizer::Tokenizer;
 
 /// `vocab_size` when none is given (the paper's 250,000).
@@ -73,6 +74,10 @@ pub struct TrainConfig {
     /// Where spill runs are written. `None`: a new directory under the system's temporary
     /// directory, removed when the trainer is dropped.
     pub tmp_dir: Option<PathBuf>,
+    /// How the final vocabulary is chosen: [`Selection::Refined`] (the default: character
+    /// coverage, refining passes, tokens saved; see [`crate::refine`]) or the paper's
+    /// [`Selection::Paper`] (the reference setting: one filtering pass, the most used tokens).
+    pub selection: Selection,
 }
 
 impl Default for TrainConfig {
@@ -85,6 +90,7 @@ impl Default for TrainConfig {
             options: Options::default(),
             memory_budget: DEFAULT_MEMORY_BUDGET,
             tmp_dir: None,
+            selection: Selection::default(),
         }
     }
 }
@@ -128,6 +134,9 @@ pub enum Pass {
     Count { index: usize, round: Round },
     /// Filtering: usage of the raw vocabulary under MCE.
     Filter,
+    /// Refining step `index` of [`Selection::Refined`]: usage under MCE of a vocabulary of
+    /// `size` tokens cut from the previous pass's (fed like the filtering pass).
+    Refine { index: usize, size: usize },
 }
 
 /// Statistics of a finished pass.
@@ -150,9 +159,15 @@ pub struct FilterStats {
 /// A trained tokenizer with what the run measured.
 pub struct Trained {
     pub tokenizer: Tokenizer,
+    /// The filtering pass over the raw vocabulary.
     pub stats: FilterStats,
-    /// Tokens of the result that were used in the filtering pass.
+    /// Tokens of the result that were used in the last pass (filtering or refining).
     pub used_tokens: usize,
+    /// The refining passes made, with their vocabulary sizes and the tokens and bytes encoded.
+    pub refine: Vec<FilterStats>,
+    /// Multi-byte characters kept by coverage ([`Selection::Refined`]).
+    pub covered_characters: usize,
+    pub selection: Selection,
     /// Set when the result has fewer ids than `vocab_size` (a raw vocabulary too small).
     pub warning: Option<String>,
 }
@@ -160,7 +175,9 @@ pub struct Trained {
 enum Stage {
     Counting(Counter),
     Filtering(Filter),
-    Filtered(Filter, FilterStats),
+    /// A refining pass in progress (or next): its filter and step index.
+    Refining(Filter, usize),
+    Filtered(Filter),
     /// Between two stages (or after a failed change of stage).
     Empty,
 }
@@ -186,6 +203,11 @@ pub struct Trainer {
     current: Option<Pass>,
     /// A spill directory this trainer made (removed on drop).
     own_tmp: Option<PathBuf>,
+    /// The filtering pass's statistics, then each refining pass's.
+    filter_stats: Option<FilterStats>,
+    refine_stats: Vec<FilterStats>,
+    /// Multi-byte characters every cut keeps (empty for [`Selection::Paper`]).
+    covered: std::collections::HashSet<Vec<u8>>,
 }
 
 impl Trainer {
@@ -203,7 +225,15 @@ impl Trainer {
             }
         };
         let counter = Counter::new(config.rounds.clone(), raw, config.memory_budget, tmp)?;
-        Ok(Trainer { config, stage: Stage::Counting(counter), current: None, own_tmp })
+        Ok(Trainer {
+            config,
+            stage: Stage::Counting(counter),
+            current: None,
+            own_tmp,
+            filter_stats: None,
+            refine_stats: Vec::new(),
+            covered: Default::default(),
+        })
     }
 
     /// Starts from counts made earlier (a mapping candidate → count, e.g. merged from several
@@ -215,9 +245,17 @@ impl Trainer {
             Stage::Counting(c) if c.round() == 0 && self.current.is_none() => {}
             _ => return Err(Error::Value("counts can only be given before the first pass".into())),
         }
+        self.set_covered(&counts);
         let raw = Filter::rank(counts, self.config.raw_vocab_size)?;
         self.stage = Stage::Filtering(Filter::new(raw, self.filter_options())?);
         Ok(())
+    }
+
+    /// The characters coverage keeps, from the counts ([`Selection::Refined`] only).
+    fn set_covered(&mut self, counts: &[(Vec<u8>, u64)]) {
+        if self.config.selection == Selection::Refined {
+            self.covered = refine::covered_characters(counts, self.config.regular()).into_iter().collect();
+        }
     }
 
     pub fn config(&self) -> &TrainConfig {
@@ -248,6 +286,7 @@ impl Trainer {
                 Some(Pass::Count { index, round: c.rounds()[index] })
             }
             Stage::Filtering(_) => Some(Pass::Filter),
+            Stage::Refining(f, index) => Some(Pass::Refine { index: *index, size: f.vocab().len() }),
             Stage::Filtered(..) | Stage::Empty => None,
         }
     }
@@ -275,7 +314,7 @@ impl Trainer {
         self.in_pass()?;
         match &mut self.stage {
             Stage::Counting(c) => c.add(docs),
-            Stage::Filtering(f) => {
+            Stage::Filtering(f) | Stage::Refining(f, _) => {
                 f.add(docs);
                 Ok(())
             }
@@ -295,7 +334,7 @@ impl Trainer {
                 let st = c.end_round()?;
                 self.after_round(st)
             }
-            Stage::Filtering(_) => self.after_filter(),
+            Stage::Filtering(_) | Stage::Refining(..) => self.after_filter(),
             Stage::Filtered(..) | Stage::Empty => unreachable!("no pass after filtering"),
         }
     }
@@ -321,12 +360,13 @@ impl Trainer {
         }
     }
 
-    /// In the filtering pass: the filter over the raw vocabulary (its tokens, in raw-id order,
-    /// are what the machines of a distributed run build their own filter from).
+    /// In the filtering pass: the filter over the raw vocabulary; in a refining pass, the
+    /// filter over that pass's vocabulary (its tokens, in id order, are what the machines of a
+    /// distributed run build their own filter from).
     pub fn filter(&self) -> Result<&Filter, Error> {
         match &self.stage {
-            Stage::Filtering(f) => Ok(f),
-            _ => Err(Error::Value("the filter exists only in the filtering pass".into())),
+            Stage::Filtering(f) | Stage::Refining(f, _) => Ok(f),
+            _ => Err(Error::Value("the filter exists only in the filtering and refining passes".into())),
         }
     }
 
@@ -334,7 +374,7 @@ impl Trainer {
     pub fn end_pass_with_usage(&mut self, usage: &BlockUsage) -> Result<PassStats, Error> {
         self.in_pass()?;
         match &mut self.stage {
-            Stage::Filtering(f) => f.add_usage(usage)?,
+            Stage::Filtering(f) | Stage::Refining(f, _) => f.add_usage(usage)?,
             _ => return Err(Error::Value("the pass in progress is not the filtering pass".into())),
         }
         self.after_filter()
@@ -344,9 +384,10 @@ impl Trainer {
         self.current = None;
         let Stage::Counting(c) = &self.stage else { unreachable!("a counting pass ended") };
         if c.round() == c.rounds().len() {
-            let counts = c.result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
+            let counts: Vec<(Vec<u8>, u64)> = c.result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
             // The counter (and its memory) goes before the filter is built.
             self.stage = Stage::Empty;
+            self.set_covered(&counts);
             let raw = Filter::rank(counts, None)?;
             self.stage = Stage::Filtering(Filter::new(raw, self.filter_options())?);
         }
@@ -355,27 +396,73 @@ impl Trainer {
 
     fn after_filter(&mut self) -> Result<PassStats, Error> {
         self.current = None;
-        let Stage::Filtering(f) = std::mem::replace(&mut self.stage, Stage::Empty) else {
-            unreachable!("the filtering pass ended")
+        let (f, step) = match std::mem::replace(&mut self.stage, Stage::Empty) {
+            Stage::Filtering(f) => (f, None),
+            Stage::Refining(f, i) => (f, Some(i)),
+            _ => unreachable!("a filtering or refining pass ended"),
         };
         let (tokens, bytes) = f.totals();
         if bytes == 0 {
-            self.stage = Stage::Filtering(f);
+            self.stage = match step {
+                None => Stage::Filtering(f),
+                Some(i) => Stage::Refining(f, i),
+            };
             return Err(Error::Value("the corpus is empty: no text to train on".into()));
         }
         let stats = FilterStats { raw_vocab_size: f.vocab().len(), tokens, bytes };
-        self.stage = Stage::Filtered(f, stats.clone());
+        match step {
+            None => self.filter_stats = Some(stats.clone()),
+            Some(_) => self.refine_stats.push(stats.clone()),
+        }
+        let next = step.map_or(0, |i| i + 1);
+        self.stage = match self.next_refine(&f, next)? {
+            Some((g, index)) => Stage::Refining(g, index),
+            None => Stage::Filtered(f),
+        };
         Ok(PassStats::Filter(stats))
     }
 
-    /// The final vocabulary: the `vocab_size - len(special_tokens)` most used tokens (all 256
-    /// single bytes included) in id order by usage, then the special tokens.
+    /// The next refining pass after the pass of `f` (from step `from` on), if any: the cut of
+    /// `f`'s vocabulary to the first step size that removes tokens.
+    fn next_refine(&self, f: &Filter, from: usize) -> Result<Option<(Filter, usize)>, Error> {
+        if self.config.selection != Selection::Refined {
+            return Ok(None);
+        }
+        let k = self.config.regular();
+        let n = f.vocab().len();
+        for index in from..refine::REFINE_STEPS.len() {
+            let keep = refine::step_size(index, k);
+            if keep >= n {
+                continue;
+            }
+            let chosen = self.cut(f, keep)?;
+            let toks = chosen.into_iter().map(|s| s.token).collect();
+            return Ok(Some((Filter::new(toks, self.filter_options())?, index)));
+        }
+        Ok(None)
+    }
+
+    /// The cut of `f`'s vocabulary to `keep` tokens by the refined rule, in id order.
+    fn cut(&self, f: &Filter, keep: usize) -> Result<Vec<Selected>, Error> {
+        let usage = f.usage();
+        let score = refine::saved_scores(f.encoder(), &usage, keep);
+        refine::choose(f.encoder(), &usage, &score, keep, &self.covered)
+    }
+
+    /// The final vocabulary: with [`Selection::Paper`], the `vocab_size - len(special_tokens)`
+    /// most used tokens of the filtering pass (all 256 single bytes included) in id order by
+    /// usage; with [`Selection::Refined`], the last refined cut; then the special tokens.
     pub fn finish(&self) -> Result<Trained, Error> {
-        let Stage::Filtered(f, stats) = &self.stage else {
+        let (Stage::Filtered(f), Some(stats)) = (&self.stage, &self.filter_stats) else {
             return Err(Error::Value("training is not finished: run every pass first".into()));
         };
         let k = self.config.regular();
-        let selected = f.select(k)?;
+        let selected = match self.config.selection {
+            Selection::Paper => f.select(k)?,
+            Selection::Refined if f.vocab().len() > k => self.cut(f, k)?,
+            // nothing to cut: every token, ids by usage (the paper's rule does exactly that)
+            Selection::Refined => f.select(k)?,
+        };
         let used_tokens = selected.iter().filter(|s| s.usage > 0).count();
         let n = selected.len();
         let entries: Vec<(u32, Vec<u8>)> =
@@ -393,7 +480,15 @@ impl Trainer {
             )
         });
         let tokenizer = Tokenizer::new(entries, specials, self.config.options)?;
-        Ok(Trained { tokenizer, stats: stats.clone(), used_tokens, warning })
+        Ok(Trained {
+            tokenizer,
+            stats: stats.clone(),
+            used_tokens,
+            refine: self.refine_stats.clone(),
+            covered_characters: self.covered.len(),
+            selection: self.config.selection,
+            warning,
+        })
     }
 }
 
@@ -490,8 +585,8 @@ mod tests {
                         }
                         t.end_pass_with_counts(&total).unwrap();
                     }
-                    Pass::Filter => {
-                        // Each machine builds its own filter from the raw vocabulary's tokens.
+                    Pass::Filter | Pass::Refine { .. } => {
+                        // Each machine builds its own filter from the pass's vocabulary.
                         let raw: Vec<Vec<u8>> = t.filter().unwrap().vocab().iter().map(|(_, b)| b.to_vec()).collect();
                         let worker = Filter::new(raw, t.config().options.with_algorithm(Algorithm::Mce)).unwrap();
                         let mut total = BlockUsage::default();
@@ -531,7 +626,61 @@ mod tests {
         t.begin_pass().unwrap();
         t.add(&docs).unwrap();
         assert!(matches!(t.end_pass().unwrap(), PassStats::Filter(FilterStats { raw_vocab_size: 400.., .. })));
+        // the refined selection cuts the raw vocabulary (400 candidates and the missing bytes)
+        // to 298 regular tokens through refining passes of shrinking sizes
+        assert!(t.finish().is_err(), "not finished before the refining passes");
+        let mut sizes = vec![usize::MAX];
+        while let Some(pass) = t.next_pass() {
+            let Pass::Refine { index, size } = pass else { panic!("{pass:?}") };
+            assert_eq!(size, refine::step_size(index, 298));
+            assert!(size < *sizes.last().unwrap());
+            sizes.push(size);
+            t.begin_pass().unwrap();
+            t.add(&docs).unwrap();
+            t.end_pass().unwrap();
+        }
+        assert!(sizes.len() >= 2, "{sizes:?}");
         assert_eq!(vocabulary(&t.finish().unwrap().tokenizer), vocabulary(&local));
+    }
+
+    /// Thread pools of any size give the same vocabulary, with either selection.
+    #[test]
+    fn selections_are_deterministic_across_threads() {
+        let docs: Vec<String> = (0..60)
+            .map(|i| format!("{} {} 漢字{}かな {}", DOCS[i % DOCS.len()], DOCS[(i * 7) % DOCS.len()], i % 9, "ab ".repeat(i % 5)))
+            .collect();
+        for selection in [Selection::Paper, Selection::Refined] {
+            let cfg = || TrainConfig { selection, raw_vocab_size: Some(3000), ..config() };
+            let run = |threads: usize| {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                pool.install(|| train(|| docs.iter(), cfg()).unwrap())
+            };
+            let one = run(1);
+            assert_eq!(vocabulary(&run(3)), vocabulary(&one), "{selection:?}");
+            assert_eq!(one.num_ids(), 300);
+        }
+    }
+
+    /// `Selection::Paper` is the paper's rule: the most used tokens of the one filtering pass.
+    #[test]
+    fn paper_selection_is_the_filtering_pass_top() {
+        let docs: Vec<&[u8]> = DOCS.iter().map(|d| d.as_bytes()).collect();
+        let cfg = TrainConfig { selection: Selection::Paper, ..config() };
+        let mut t = Trainer::new(cfg.clone()).unwrap();
+        let mut passes = 0;
+        while t.next_pass().is_some() {
+            t.begin_pass().unwrap();
+            t.add(&docs).unwrap();
+            t.end_pass().unwrap();
+            passes += 1;
+        }
+        assert_eq!(passes, 4, "three counting rounds and one filtering pass");
+        let Stage::Filtered(f) = &t.stage else { panic!("filtered") };
+        let want: Vec<Vec<u8>> = f.select(298).unwrap().into_iter().map(|s| s.token).collect();
+        let got = t.finish().unwrap();
+        assert!(got.refine.is_empty() && got.covered_characters == 0);
+        let toks: Vec<Vec<u8>> = (0..298).map(|i| got.tokenizer.vocab().token(i).unwrap().to_vec()).collect();
+        assert_eq!(toks, want);
     }
 
     #[test]
