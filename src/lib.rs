@@ -54,15 +54,15 @@ mod vocab;
 mod python;
 
 pub use count::{
-    count_block, rounds_warning, validate_rounds, BlockCounts, Counter, Round, RoundStats, Survivors, DEFAULT_ROUNDS,
-    MAX_CANDIDATE_LEN,
+    count_block, partition_of, rounds_warning, validate_rounds, BlockCounter, BlockCounts, Counter, CountsMerger, Part,
+    Round, RoundSelector, RoundStats, Selection, Survivors, DEFAULT_ROUNDS, MAX_CANDIDATE_LEN,
 };
 pub use error::Error;
 pub(crate) use error::show_bytes;
 pub use filter::{BlockUsage, Filter, Selected};
 pub use mce::{token_preference, Encoder, Scratch};
 pub use options::{Algorithm, Options, DEFAULT_BOUNDARY_PENALTY};
-pub use refine::{Selection, CHAR_COVERAGE, CHAR_COVERAGE_SHARE, REFINE_STEPS};
+pub use refine::{SelectionRule, CHAR_COVERAGE, CHAR_COVERAGE_SHARE, REFINE_STEPS};
 pub use tokenizer::{OffsetUnit, SpecialMatcher, Tokenizer};
 pub use train::{
     default_raw_vocab_size, train, FilterStats, Pass, PassStats, TrainConfig, Trained, Trainer, BATCH_BYTES,

@@ -2,7 +2,7 @@
 //! and MCE as in the paper, but the cut from the raw vocabulary to `k` tokens is made in steps,
 //! each one re-measuring usage with the vocabulary it leaves.
 //!
-//! The paper (and [`Selection::Paper`], the reference setting) keeps the `k` tokens used most
+//! The paper (and [`SelectionRule::Paper`], the reference setting) keeps the `k` tokens used most
 //! when the training text is encoded once with the raw vocabulary. That usage is measured with a
 //! vocabulary many times larger than the result: the occurrences of a sub-word or a character
 //! are taken by the longer candidates that contain it, so the cut drops it, and once those
@@ -10,7 +10,7 @@
 //! most where words are individually rare (small and morphologically rich languages) and on
 //! scripts with multi-byte characters.
 //!
-//! [`Selection::Refined`]:
+//! [`SelectionRule::Refined`]:
 //!
 //! 1. *Character coverage.* From the counts, the most frequent multi-byte characters until they
 //!    cover [`CHAR_COVERAGE`] of all multi-byte character occurrences, at most
@@ -41,28 +41,29 @@ use crate::mce::{Encoder, Scratch};
 
 /// How the final vocabulary is chosen from the counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Selection {
-    /// The paper's: one filtering pass over the raw vocabulary, the `k` most used tokens.
+pub enum SelectionRule {
+    /// The paper's: one filtering pass over the raw vocabulary, the `k` most used tokens (the
+    /// default: SPEC section 4).
+    #[default]
     Paper,
     /// Character coverage, refining passes and tokens saved (module documentation).
-    #[default]
     Refined,
 }
 
-impl Selection {
+impl SelectionRule {
     /// `"paper"` or `"refined"`.
     pub fn parse(name: &str) -> Result<Self, Error> {
         match name {
-            "paper" => Ok(Selection::Paper),
-            "refined" => Ok(Selection::Refined),
+            "paper" => Ok(SelectionRule::Paper),
+            "refined" => Ok(SelectionRule::Refined),
             _ => Err(Error::Value(format!("selection must be 'refined' or 'paper', got {name:?}"))),
         }
     }
 
     pub fn name(self) -> &'static str {
         match self {
-            Selection::Paper => "paper",
-            Selection::Refined => "refined",
+            SelectionRule::Paper => "paper",
+            SelectionRule::Refined => "refined",
         }
     }
 }
@@ -214,10 +215,10 @@ mod tests {
 
     #[test]
     fn names() {
-        assert_eq!(Selection::parse("paper").unwrap(), Selection::Paper);
-        assert_eq!(Selection::parse("refined").unwrap().name(), "refined");
-        assert!(Selection::parse("Paper").is_err());
-        assert_eq!(Selection::default(), Selection::Refined);
+        assert_eq!(SelectionRule::parse("paper").unwrap(), SelectionRule::Paper);
+        assert_eq!(SelectionRule::parse("refined").unwrap().name(), "refined");
+        assert!(SelectionRule::parse("Paper").is_err());
+        assert_eq!(SelectionRule::default(), SelectionRule::Paper);
     }
 
     #[test]

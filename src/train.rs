@@ -26,11 +26,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::count::{validate_rounds, Counter, Round, RoundStats, Survivors, DEFAULT_ROUNDS};
-use crate::count::BlockCounts;
+use crate::count::{BlockCounts, RoundSelector, Selection};
 use crate::error::Error;
 use crate::filter::{BlockUsage, Filter, Selected};
 use crate::options::{Algorithm, Options};
-use crate::refine::{self, Selection};
+use crate::refine::{self, SelectionRule};
 use crate::tokenizer::Tokenizer;
 
 /// `vocab_size` when none is given (the paper's 250,000).
@@ -74,10 +74,10 @@ pub struct TrainConfig {
     /// Where spill runs are written. `None`: a new directory under the system's temporary
     /// directory, removed when the trainer is dropped.
     pub tmp_dir: Option<PathBuf>,
-    /// How the final vocabulary is chosen: [`Selection::Refined`] (the default: character
+    /// How the final vocabulary is chosen: [`SelectionRule::Refined`] (the default: character
     /// coverage, refining passes, tokens saved; see [`crate::refine`]) or the paper's
-    /// [`Selection::Paper`] (the reference setting: one filtering pass, the most used tokens).
-    pub selection: Selection,
+    /// [`SelectionRule::Paper`] (the reference setting: one filtering pass, the most used tokens).
+    pub selection: SelectionRule,
 }
 
 impl Default for TrainConfig {
@@ -90,7 +90,7 @@ impl Default for TrainConfig {
             options: Options::default(),
             memory_budget: DEFAULT_MEMORY_BUDGET,
             tmp_dir: None,
-            selection: Selection::default(),
+            selection: SelectionRule::default(),
         }
     }
 }
@@ -134,7 +134,7 @@ pub enum Pass {
     Count { index: usize, round: Round },
     /// Filtering: usage of the raw vocabulary under MCE.
     Filter,
-    /// Refining step `index` of [`Selection::Refined`]: usage under MCE of a vocabulary of
+    /// Refining step `index` of [`SelectionRule::Refined`]: usage under MCE of a vocabulary of
     /// `size` tokens cut from the previous pass's (fed like the filtering pass).
     Refine { index: usize, size: usize },
 }
@@ -165,9 +165,9 @@ pub struct Trained {
     pub used_tokens: usize,
     /// The refining passes made, with their vocabulary sizes and the tokens and bytes encoded.
     pub refine: Vec<FilterStats>,
-    /// Multi-byte characters kept by coverage ([`Selection::Refined`]).
+    /// Multi-byte characters kept by coverage ([`SelectionRule::Refined`]).
     pub covered_characters: usize,
-    pub selection: Selection,
+    pub selection: SelectionRule,
     /// Set when the result has fewer ids than `vocab_size` (a raw vocabulary too small).
     pub warning: Option<String>,
 }
@@ -206,7 +206,7 @@ pub struct Trainer {
     /// The filtering pass's statistics, then each refining pass's.
     filter_stats: Option<FilterStats>,
     refine_stats: Vec<FilterStats>,
-    /// Multi-byte characters every cut keeps (empty for [`Selection::Paper`]).
+    /// Multi-byte characters every cut keeps (empty for [`SelectionRule::Paper`]).
     covered: std::collections::HashSet<Vec<u8>>,
 }
 
@@ -251,9 +251,9 @@ impl Trainer {
         Ok(())
     }
 
-    /// The characters coverage keeps, from the counts ([`Selection::Refined`] only).
+    /// The characters coverage keeps, from the counts ([`SelectionRule::Refined`] only).
     fn set_covered(&mut self, counts: &[(Vec<u8>, u64)]) {
-        if self.config.selection == Selection::Refined {
+        if self.config.selection == SelectionRule::Refined {
             self.covered = refine::covered_characters(counts, self.config.regular()).into_iter().collect();
         }
     }
@@ -360,6 +360,29 @@ impl Trainer {
         }
     }
 
+    /// In a counting pass: the selection that the reducers of a partitioned round apply to
+    /// their partition's merged counts ([`CountsMerger::select`](crate::CountsMerger::select)).
+    pub fn round_selector(&self) -> Result<RoundSelector, Error> {
+        match (&self.stage, self.in_pass()?) {
+            (Stage::Counting(c), _) => c.round_selector(),
+            _ => Err(Error::Value("a round selector exists only in a counting pass".into())),
+        }
+    }
+
+    /// Ends a counting pass with the selections of disjoint partitions of its candidates
+    /// (instead of [`Trainer::add`] or [`Trainer::end_pass_with_counts`]): the coordinator never
+    /// holds more than what the partitions kept.
+    pub fn end_pass_with_selected<S: std::borrow::Borrow<Selection>>(&mut self, parts: &[S]) -> Result<PassStats, Error> {
+        self.in_pass()?;
+        match &mut self.stage {
+            Stage::Counting(c) => {
+                let st = c.end_round_with_selected(parts)?;
+                self.after_round(st)
+            }
+            _ => Err(Error::Value("the pass in progress is not a counting pass".into())),
+        }
+    }
+
     /// In the filtering pass: the filter over the raw vocabulary; in a refining pass, the
     /// filter over that pass's vocabulary (its tokens, in id order, are what the machines of a
     /// distributed run build their own filter from).
@@ -425,7 +448,7 @@ impl Trainer {
     /// The next refining pass after the pass of `f` (from step `from` on), if any: the cut of
     /// `f`'s vocabulary to the first step size that removes tokens.
     fn next_refine(&self, f: &Filter, from: usize) -> Result<Option<(Filter, usize)>, Error> {
-        if self.config.selection != Selection::Refined {
+        if self.config.selection != SelectionRule::Refined {
             return Ok(None);
         }
         let k = self.config.regular();
@@ -449,19 +472,19 @@ impl Trainer {
         refine::choose(f.encoder(), &usage, &score, keep, &self.covered)
     }
 
-    /// The final vocabulary: with [`Selection::Paper`], the `vocab_size - len(special_tokens)`
+    /// The final vocabulary: with [`SelectionRule::Paper`], the `vocab_size - len(special_tokens)`
     /// most used tokens of the filtering pass (all 256 single bytes included) in id order by
-    /// usage; with [`Selection::Refined`], the last refined cut; then the special tokens.
+    /// usage; with [`SelectionRule::Refined`], the last refined cut; then the special tokens.
     pub fn finish(&self) -> Result<Trained, Error> {
         let (Stage::Filtered(f), Some(stats)) = (&self.stage, &self.filter_stats) else {
             return Err(Error::Value("training is not finished: run every pass first".into()));
         };
         let k = self.config.regular();
         let selected = match self.config.selection {
-            Selection::Paper => f.select(k)?,
-            Selection::Refined if f.vocab().len() > k => self.cut(f, k)?,
+            SelectionRule::Paper => f.select(k)?,
+            SelectionRule::Refined if f.vocab().len() > k => self.cut(f, k)?,
             // nothing to cut: every token, ids by usage (the paper's rule does exactly that)
-            Selection::Refined => f.select(k)?,
+            SelectionRule::Refined => f.select(k)?,
         };
         let used_tokens = selected.iter().filter(|s| s.usage > 0).count();
         let n = selected.len();
@@ -566,9 +589,11 @@ mod tests {
     /// that travel as bytes, gives the tokenizer of the local run.
     #[test]
     fn blocks_give_the_local_tokenizer() {
-        let local = train(|| DOCS.iter(), config()).unwrap();
+        use SelectionRule::{Paper, Refined};
         let docs: Vec<&[u8]> = DOCS.iter().map(|d| d.as_bytes()).collect();
-        for (split, reverse) in [(1, false), (2, true), (3, false), (5, true)] {
+        for (split, reverse, selection) in [(1, false, Paper), (2, true, Refined), (3, false, Paper), (5, true, Refined)] {
+            let config = || TrainConfig { selection, ..config() };
+            let local = train(|| DOCS.iter(), config()).unwrap();
             let mut t = Trainer::new(config()).unwrap();
             while let Some(pass) = t.begin_pass().ok() {
                 let mut blocks: Vec<&[&[u8]]> = docs.chunks(split).collect();
@@ -598,16 +623,67 @@ mod tests {
                 }
             }
             let got = t.finish().unwrap().tokenizer;
-            assert_eq!(vocabulary(&got), vocabulary(&local), "blocks of {split}");
+            assert_eq!(vocabulary(&got), vocabulary(&local), "blocks of {split}, {selection:?}");
         }
+        let local = train(|| DOCS.iter(), config()).unwrap();
         assert_eq!(local.num_ids(), 300);
         assert_eq!(local.specials(), &[(b"<|end|>".to_vec(), 298), (b"<|pad|>".to_vec(), 299)]);
         // ids by usage, all single bytes present
         assert_eq!((0..=255u8).filter(|b| local.token_to_id(&[*b]).is_some()).count(), 256);
     }
 
+    /// The partitioned protocol (map: BlockCounter with spilling, reduce: CountsMerger and the
+    /// round's selector, coordinator: end_pass_with_selected) gives the local tokenizer.
+    #[test]
+    fn partitioned_rounds_give_the_local_tokenizer() {
+        use crate::count::{BlockCounter, CountsMerger, Part};
+        let docs: Vec<&[u8]> = DOCS.iter().map(|d| d.as_bytes()).collect();
+        let dir = std::env::temp_dir();
+        for (split, parts, budget, selection) in [
+            (1, 1, 1 << 30, SelectionRule::Paper),
+            (2, 3, 1, SelectionRule::Paper),
+            (3, 7, 1 << 30, SelectionRule::Refined),
+        ] {
+            let config = || TrainConfig { selection, ..config() };
+            let local = train(|| DOCS.iter(), config()).unwrap();
+            let mut t = Trainer::new(config()).unwrap();
+            while let Ok(pass) = t.begin_pass() {
+                match pass {
+                    Pass::Count { round, .. } => {
+                        let survivors = t.survivors().unwrap();
+                        let selector = t.round_selector().unwrap();
+                        let mut reducers: Vec<CountsMerger> = (0..parts).map(|_| CountsMerger::new(1 << 20, dir.clone())).collect();
+                        for b in docs.chunks(split) {
+                            let mut bc = BlockCounter::new(round, budget, dir.clone()).unwrap();
+                            bc.add(b, &survivors).unwrap();
+                            for (p, part) in bc.finish(parts).unwrap().into_iter().enumerate() {
+                                let data = match part {
+                                    Part::Memory(v) => v,
+                                    Part::File(f) => {
+                                        let v = std::fs::read(&f).unwrap();
+                                        std::fs::remove_file(f).unwrap();
+                                        v
+                                    }
+                                };
+                                reducers[p].add_records(data).unwrap();
+                            }
+                        }
+                        let sels: Vec<_> = reducers.into_iter().map(|r| r.select(&selector).unwrap()).collect();
+                        t.end_pass_with_selected(&sels).unwrap();
+                    }
+                    Pass::Filter | Pass::Refine { .. } => {
+                        let usage = t.filter().unwrap().usage_of(&docs);
+                        t.end_pass_with_usage(&usage).unwrap();
+                    }
+                }
+            }
+            assert_eq!(vocabulary(&t.finish().unwrap().tokenizer), vocabulary(&local), "{split} {parts} {budget} {selection:?}");
+        }
+    }
+
     #[test]
     fn counts_given_and_documents_in_any_order() {
+        let config = || TrainConfig { selection: SelectionRule::Refined, ..config() };
         let local = train(|| DOCS.iter(), config()).unwrap();
         let rev = train(|| DOCS.iter().rev(), config()).unwrap();
         assert_eq!(vocabulary(&rev), vocabulary(&local));
@@ -649,7 +725,7 @@ mod tests {
         let docs: Vec<String> = (0..60)
             .map(|i| format!("{} {} 漢字{}かな {}", DOCS[i % DOCS.len()], DOCS[(i * 7) % DOCS.len()], i % 9, "ab ".repeat(i % 5)))
             .collect();
-        for selection in [Selection::Paper, Selection::Refined] {
+        for selection in [SelectionRule::Paper, SelectionRule::Refined] {
             let cfg = || TrainConfig { selection, raw_vocab_size: Some(3000), ..config() };
             let run = |threads: usize| {
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
@@ -661,11 +737,11 @@ mod tests {
         }
     }
 
-    /// `Selection::Paper` is the paper's rule: the most used tokens of the one filtering pass.
+    /// `SelectionRule::Paper` is the paper's rule: the most used tokens of the one filtering pass.
     #[test]
     fn paper_selection_is_the_filtering_pass_top() {
         let docs: Vec<&[u8]> = DOCS.iter().map(|d| d.as_bytes()).collect();
-        let cfg = TrainConfig { selection: Selection::Paper, ..config() };
+        let cfg = TrainConfig { selection: SelectionRule::Paper, ..config() };
         let mut t = Trainer::new(cfg.clone()).unwrap();
         let mut passes = 0;
         while t.next_pass().is_some() {

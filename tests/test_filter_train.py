@@ -23,16 +23,12 @@ ROUNDS = ((1, 8, 0), (9, 16, 2))
 
 
 def tfc(counts, docs, vocab_size, **kw):
-    # these tests pin the paper's filtering rule (the reference setting); the default refined
-    # selection has its own reference in test_refined_selection.py
     kw.setdefault("progress", False)
-    kw.setdefault("selection", "paper")
     return cnfmce.train_from_counts(counts, docs, vocab_size=vocab_size, **kw)
 
 
 def train(docs, vocab_size, **kw):
     kw.setdefault("progress", False)
-    kw.setdefault("selection", "paper")
     kw.setdefault("rounds", ROUNDS)
     kw.setdefault("raw_vocab_size", HUGE)
     return cnfmce.train(docs, vocab_size=vocab_size, **kw)

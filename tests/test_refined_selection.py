@@ -1,4 +1,4 @@
-"""The refined selection (``selection="refined"``, the default; src/refine.rs, issue 13) against a
+"""The refined selection (``selection="refined"``; src/refine.rs, issue 13) against a
 slow Python reference built on the reference MCE (tests/train_helpers.py): character coverage,
 refining passes, tokens saved. The paper's rule (``selection="paper"``) is tested against the same
 reference in test_filter_train.py."""
@@ -110,6 +110,7 @@ def expected_refined(counts, docs, k, raw_vocab_size=None):
 
 def tfc(counts, docs, k, **kw):
     kw.setdefault("progress", False)
+    kw.setdefault("selection", "refined")
     return cnfmce.train_from_counts(counts, docs, vocab_size=k, **kw)
 
 
@@ -164,17 +165,21 @@ def test_refined_keeps_covered_characters_the_paper_drops():
 def test_train_selection_paper_and_refined_on_raw_vocab_size():
     docs = _cjk_corpus(5, n=10) + list(SENTENCES[:6])
     kw = dict(rounds=ROUNDS, progress=False, raw_vocab_size=1200)
-    ref = cnfmce.train(docs, vocab_size=500, **kw)
+    ref = cnfmce.train(docs, vocab_size=500, selection="refined", **kw)
     c = cnfmce.count(docs, raw_vocab_size=1200, rounds=ROUNDS, progress=False)
     assert tokens_of(ref) == expected_refined(dict(c), docs, 500)[0]
     paper = cnfmce.train(docs, vocab_size=500, selection="paper", **kw)
     assert tokens_of(paper) == expected_vocabulary(c, docs, 500)
     assert paper.metadata["selection"] == "paper" and paper.metadata["refining"] == []
+    # the default is the paper's rule (SPEC section 4), token for token
+    default = cnfmce.train(docs, vocab_size=500, **kw)
+    assert default.token_bytes() == paper.token_bytes() and default.metadata["selection"] == "paper"
+    assert tokens_of(ref) != tokens_of(paper)
 
 
 def test_refined_determinism_threads_and_order():
     docs = _cjk_corpus(8, n=50) + random_corpus(8, n_docs=30, max_pieces=80)
-    kw = dict(rounds=ROUNDS, raw_vocab_size=4000, progress=False)
+    kw = dict(rounds=ROUNDS, raw_vocab_size=4000, progress=False, selection="refined")
     ref = tokens_of(cnfmce.train(docs, vocab_size=900, num_threads=1, **kw))
     assert tokens_of(cnfmce.train(docs, vocab_size=900, num_threads=2, **kw)) == ref
     shuffled = list(docs)
@@ -205,6 +210,9 @@ def test_cli_selection(tmp_path):
     assert outs["paper"].vocab_size == outs["refined"].vocab_size == 400
     direct = cnfmce.train([src.read_text(encoding="utf-8")], vocab_size=400, selection="paper", progress=False)
     assert outs["paper"].token_bytes() == direct.token_bytes()
+    direct = cnfmce.train([src.read_text(encoding="utf-8")], vocab_size=400, selection="refined", progress=False)
+    assert outs["refined"].token_bytes() == direct.token_bytes()
+    assert outs["refined"].metadata["selection"] == "refined"
     bad = subprocess.run([sys.executable, "-m", "cnfmce.cli", "train", "-o", str(tmp_path / "x.json"),
                           "--vocab-size", "400", "--selection", "best", str(src)], capture_output=True, text=True)
     assert bad.returncode != 0 and "selection" in bad.stderr
@@ -222,3 +230,37 @@ def test_paper_default_unchanged_for_huge_raw():
         b = tfc(counts, docs, k, selection="paper")
     assert tokens_of(a) == tokens_of(b)
     assert n_used > 0 and HUGE > k
+
+
+def test_distributed_steps_refined_equal_local():
+    # docs/spec.md section 6: counting and every usage pass (filtering and the refining passes)
+    # made in blocks, merged through pickle, give the local refined tokenizer
+    import pickle
+    from cnfmce import _core
+    docs = _cjk_corpus(4, n=24) + list(SENTENCES)
+    local = cnfmce.train(docs, vocab_size=400, raw_vocab_size=1500, rounds=ROUNDS, selection="refined",
+                         progress=False)
+    opts = _core.Options.default()
+    trainer = _core.Trainer(400, 1500, ROUNDS, [], opts, selection="refined")
+    kinds = []
+    ship = lambda x: pickle.loads(pickle.dumps(x))  # noqa: E731
+    blocks = [docs[i::3] for i in range(3)]
+    while trainer.next_pass() is not None:
+        kind, _, round_ = trainer.begin_pass()
+        kinds.append(kind)
+        if kind == "count":
+            survivors = ship(trainer.survivors())
+            total = _core.BlockCounts()
+            for b in blocks:
+                total = ship(_core.count_block(b, round_, survivors)).merge(total)
+            trainer.end_pass_with_counts(total)
+        else:
+            worker = _core.Filter(trainer.raw_tokens(), ship(opts))
+            total = _core.BlockUsage()
+            for b in reversed(blocks):
+                total = ship(worker.usage_of(b)).merge(total)
+            trainer.end_pass_with_usage(total)
+    assert "refine" in kinds and kinds.index("filter") < kinds.index("refine")
+    core, report = trainer.finish()
+    assert cnfmce.Tokenizer(core).token_bytes() == local.token_bytes()
+    assert report["selection"] == "refined" and len(report["refine"]) == kinds.count("refine")

@@ -55,4 +55,7 @@ def __getattr__(name: str):
     if name == "tokenize_corpus":
         from .shards import tokenize_corpus
         return tokenize_corpus
+    if name == "ray":  # cnfmce.ray.count(...): Ray itself is imported only when a call needs it
+        import importlib
+        return importlib.import_module(".ray", __name__)
     raise AttributeError(f"module 'cnfmce' has no attribute {name!r}")

@@ -19,7 +19,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core
 from .corpus import Inputs
-from .counts import Counts, count_lists, load_counts, merge_counts, save_counts
+from .counts import Counts, count_lists, load_any_counts, load_counts, merge_counts, save_counts
 from .readers import Corpus, fmt_bytes, feed, peak_rss_bytes, rss_bytes
 from .tokenizer import DEFAULT_BOUNDARY_PENALTY, Tokenizer, _check_options, useful_threads
 from .workdir import remove_stale_work_dirs, work_dir
@@ -58,7 +58,7 @@ def _check_threads(num_threads: Optional[int]) -> Optional[int]:
 def count(inputs: Inputs, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SIZE,
           rounds: Sequence[Tuple[int, int, int]] = DEFAULT_ROUNDS, num_threads: Optional[int] = None,
           progress: bool = True, memory_limit: Optional[int] = None,
-          tmp_dir: Optional[str] = None) -> Counts:
+          tmp_dir: Optional[str] = None, backend: str = "local", **backend_options: Any) -> Counts:
     """The counting phase of CNF (paper Algorithm 1): counts valid candidates in length rounds
     and returns the ``raw_vocab_size`` most frequent (ties by bytes) as :class:`Counts`.
 
@@ -70,7 +70,14 @@ def count(inputs: Inputs, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SI
     always documents. ``memory_limit`` (bytes, default
     a sixth of the machine's memory, at least 1 GB) bounds the counting tables: beyond it they are spilled to sorted
     runs in ``tmp_dir`` and merged, so the counts stay exact.
+
+    ``backend="ray"`` counts on a Ray cluster (:func:`cnfmce.ray.count`, whose extra keyword
+    arguments ``backend_options`` are), with the same result.
     """
+    if _backend(backend, backend_options, "count") is not None:
+        from . import ray as _ray_backend
+        return _ray_backend.count(inputs, raw_vocab_size, rounds, num_threads, progress,
+                                  memory_limit, tmp_dir, **backend_options)
     with work_dir(tmp_dir) as tmp:
         limit, budget = _memory(memory_limit)
         counter = _core.Counter(rounds, raw_vocab_size, budget, os.path.join(tmp, ""),
@@ -89,11 +96,11 @@ def count(inputs: Inputs, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SI
         return Counts(zip(toks, counts), info=info)
 
 
-def _memory(memory_limit: Optional[int]) -> Tuple[int, int]:
+def _memory(memory_limit: Optional[int], floor: int = 16 << 20) -> Tuple[int, int]:
     """(the memory limit, the counting tables' budget): the tables get 60% of what the limit
     leaves; the rest covers batches, the kept candidates, the trie and hash-table growth."""
     limit = default_memory_limit() if memory_limit is None else _check_positive("memory_limit", memory_limit)
-    return limit, max(16 << 20, int(0.6 * (limit - rss_bytes())))
+    return limit, max(floor, int(0.6 * (limit - rss_bytes())))
 
 
 def _warn_rounds(rounds: Sequence[Tuple[int, int, int]]) -> None:
@@ -139,34 +146,52 @@ def _counting_done(corpus: "Corpus", info: Dict[str, Any], t_start: float, limit
                       f"{fmt_bytes(limit)}", RuntimeWarning, stacklevel=stacklevel)
 
 
+def _backend(backend: Any, options: Dict[str, Any], call: str) -> Optional[str]:
+    """None for the local backend (refusing backend options), "ray" for Ray."""
+    if backend == "local":
+        if options:
+            raise TypeError(f"{call}() got unexpected keyword argument(s) {', '.join(sorted(options))} "
+                            "(Ray options need backend='ray')")
+        return None
+    if backend == "ray":
+        return "ray"
+    raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
+
+
 def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str], inputs: Inputs,
                       vocab_size: int = _core.DEFAULT_VOCAB_SIZE, special_tokens: Sequence[str] = (),
                       num_threads: Optional[int] = None, progress: bool = True,
                       raw_vocab_size: Optional[int] = None, algorithm: str = "mce",
                       boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True,
-                      tmp_dir: Optional[str] = None, selection: str = "refined") -> Tokenizer:
+                      tmp_dir: Optional[str] = None, selection: str = "paper", backend: str = "local",
+                      **backend_options: Any) -> Tokenizer:
     """The filtering phase of CNF: encodes ``inputs`` with MCE over the raw vocabulary
     (``counts``: a mapping bytes -> count, or the path of a counts file; the best
     ``raw_vocab_size`` of them, all when None) and keeps ``vocab_size - len(special_tokens)``
     tokens, all 256 single bytes included, ids ordered by usage (ties by bytes); special tokens
-    get the last ids.
+    get the last ids. ``counts`` may also be parquet counts (a ``.parquet`` file or a directory
+    of them; layout in :func:`cnfmce.load_counts`), read streaming. ``backend="ray"`` filters on
+    a Ray cluster (:func:`cnfmce.ray.train_from_counts`).
 
-    ``selection="paper"`` is the paper's rule (the reference setting): one pass, the most used
-    tokens. ``selection="refined"`` (the default) keeps the most frequent multi-byte characters,
-    cuts the raw vocabulary in steps (2x, 1.4x, 1.15x ``vocab_size``, then ``vocab_size``),
-    encoding the inputs again after each cut, and keeps at each cut the tokens that save the most
-    tokens (usage times the tokens the text needs without them); see ``docs/results/selection.md``."""
+    ``selection="paper"`` (the default, SPEC section 4) is the paper's rule: one pass, the most
+    used tokens. ``selection="refined"`` keeps the most frequent multi-byte characters, cuts the
+    raw vocabulary in steps (2x, 1.4x, 1.15x ``vocab_size``, then ``vocab_size``), encoding the
+    inputs again after each cut, and keeps at each cut the tokens that save the most tokens
+    (usage times the tokens the text needs without them); it compresses better, most on
+    multilingual text (``docs/results/selection.md``)."""
+    if _backend(backend, backend_options, "train_from_counts") is not None:
+        from . import ray as _ray_backend
+        return _ray_backend.train_from_counts(counts, inputs, vocab_size, special_tokens, num_threads,
+                                              progress, raw_vocab_size, algorithm, boundary_penalty,
+                                              token_preference, tmp_dir, selection=selection,
+                                              **backend_options)
     opts = _check_options(algorithm, boundary_penalty, token_preference)
     with work_dir(tmp_dir) as tmp:
         trainer = _core.Trainer(vocab_size, raw_vocab_size, None, special_tokens, opts,
                                 tmp_dir=os.path.join(tmp, ""), num_threads=_check_threads(num_threads),
                                 selection=selection)
         try:
-            if isinstance(counts, (str, os.PathLike)):
-                counts = load_counts(counts)
-            elif not isinstance(counts, Mapping):
-                raise TypeError("counts must be a mapping bytes -> int or the path of a counts file")
-            trainer.use_counts(*count_lists(counts))
+            trainer.use_counts(*load_any_counts(counts, raw_vocab_size, tmp, _memory(None)[1]))
             corpus = Corpus(inputs, tmp)
             return _run(trainer, corpus, progress, {}, vocab_size)
         finally:
@@ -231,7 +256,8 @@ def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_
           num_threads: Optional[int] = None, progress: bool = True,
           memory_limit: Optional[int] = None, algorithm: str = "mce",
           boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True,
-          tmp_dir: Optional[str] = None, selection: str = "refined") -> Tokenizer:
+          tmp_dir: Optional[str] = None, selection: str = "paper", backend: str = "local",
+          **backend_options: Any) -> Tokenizer:
     """Trains a CNF vocabulary (SPEC section 4) and returns its :class:`Tokenizer`.
 
     ``inputs``: documents or paths, as for :func:`count` (the rule of :mod:`cnfmce.corpus`; wrap
@@ -240,10 +266,19 @@ def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_
     result has ``vocab_size`` ids (byte tokens and special tokens
     included), ordered by usage in the filtering pass, special tokens last. ``raw_vocab_size``
     None means ``cnfmce._core.default_raw_vocab_size(vocab_size)`` (a multiple of ``vocab_size``).
-    ``selection``: ``"refined"`` (the default) or the paper's ``"paper"``, as in
-    :func:`train_from_counts`. The same inputs give the same vocabulary whatever ``num_threads``
-    and whatever the order of the documents.
+    ``selection``: ``"paper"`` (the default: the paper's filtering, SPEC section 4) or
+    ``"refined"``, as in :func:`train_from_counts`. The same inputs give the same vocabulary
+    whatever ``num_threads`` and whatever the order of the documents.
+
+    ``backend="ray"`` trains on a Ray cluster (:func:`cnfmce.ray.train`; ``backend_options``
+    such as ``ray_address``, ``block_size``, ``num_partitions`` go to it): the same vocabulary,
+    byte for byte.
     """
+    if _backend(backend, backend_options, "train") is not None:
+        from . import ray as _ray_backend
+        return _ray_backend.train(inputs, vocab_size, raw_vocab_size, rounds, special_tokens,
+                                  num_threads, progress, memory_limit, algorithm, boundary_penalty,
+                                  token_preference, tmp_dir, selection=selection, **backend_options)
     opts = _check_options(algorithm, boundary_penalty, token_preference)
     with work_dir(tmp_dir) as tmp:
         limit, budget = _memory(memory_limit)

@@ -15,6 +15,8 @@ use super::keys::CountKey;
 use super::parallel::count_batch;
 use super::rounds::{validate_rounds, Round};
 use super::select::Selector;
+use super::shuffle::{RoundSelector, Selection};
+use rayon::prelude::*;
 use super::table::{with_table, AnyTable};
 use crate::error::Error;
 use crate::spill;
@@ -236,6 +238,50 @@ impl Counter {
         let mut sel = self.selector(&r);
         for (k, c) in counts.iter() {
             sel.offer(k, c);
+        }
+        self.finish_round(sel)
+    }
+
+    /// The selection of the round in progress, for the reducers of a partitioned round
+    /// ([`CountsMerger::select`](super::CountsMerger::select)).
+    pub fn round_selector(&self) -> Result<RoundSelector, Error> {
+        let r = self.current()?;
+        let later_threshold = self.rounds[self.round + 1..].iter().map(|r| r.threshold).min();
+        Ok(RoundSelector { threshold: r.threshold, later_threshold, raw_vocab_size: self.raw_vocab_size })
+    }
+
+    /// Ends the round with the selections of its partitions (each made by
+    /// [`Counter::round_selector`] on the complete counts of one partition of the candidates;
+    /// partitions disjoint, in any order). Keeps exactly what [`Counter::end_round`] keeps.
+    pub fn end_round_with_selected<S: std::borrow::Borrow<Selection>>(&mut self, parts: &[S]) -> Result<RoundStats, Error> {
+        let r = self.current()?;
+        if !self.runs.is_empty() || self.table.as_ref().is_some_and(|t| with_table!(t, t => t.len()) > 0) {
+            return Err(Error::Value("documents were added in this round: end it with end_round".into()));
+        }
+        let mut keys: Vec<&[u8]> = parts.iter().flat_map(|p| p.borrow().iter().map(|e| e.0)).collect();
+        keys.par_sort_unstable();
+        if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::Value(format!(
+                "the candidate {:?} is in two selections: selections must come from disjoint partitions",
+                crate::show_bytes(w[0])
+            )));
+        }
+        drop(keys);
+        self.table = None;
+        let mut sel = self.selector(&r);
+        for p in parts {
+            let p = p.borrow();
+            sel.add_counted(p.distinct, p.retained);
+            for (k, c) in p.iter() {
+                if c < r.threshold {
+                    return Err(Error::Value(format!(
+                        "a selection holds {:?} with count {c}, below the round's threshold {}: it was not made by this round's selector",
+                        crate::show_bytes(k),
+                        r.threshold
+                    )));
+                }
+                sel.offer_kept(k, c);
+            }
         }
         self.finish_round(sel)
     }

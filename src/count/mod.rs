@@ -6,7 +6,8 @@
 //! - `parallel`: counting documents on all threads into the table;
 //! - `cands`: candidates with counts in one arena; `select`: what a finished round keeps;
 //! - `counter`: the rounds on one machine (memory budget, spilling to sorted runs);
-//! - `block`: the same rounds over blocks counted elsewhere, merged exactly.
+//! - `block`: the same rounds over blocks counted elsewhere, merged exactly;
+//! - `shuffle`: a round spread over machines by candidate (map, reduce, select), memory bounded.
 
 mod block;
 mod candidates;
@@ -16,8 +17,10 @@ mod keys;
 mod parallel;
 mod rounds;
 mod select;
+mod shuffle;
 mod table;
 
 pub use block::{count_block, BlockCounts, Survivors};
 pub use counter::{Counter, RoundStats};
+pub use shuffle::{partition_of, BlockCounter, CountsMerger, Part, RoundSelector, Selection};
 pub use rounds::{rounds_warning, validate_rounds, Round, DEFAULT_ROUNDS, MAX_CANDIDATE_LEN};

@@ -57,6 +57,21 @@ impl Selector {
         self.future.is_some_and(|f| c >= f) || c >= self.cutoff
     }
 
+    /// Offers a candidate that another selector over part of the round's candidates kept (its
+    /// count is at least the threshold; it was counted there, see [`Selector::add_counted`]).
+    #[inline]
+    pub(crate) fn offer_kept(&mut self, k: &[u8], c: u64) {
+        if c >= self.threshold && (self.future.is_some_and(|f| c >= f) || c >= self.cutoff) {
+            self.keep(k, c);
+        }
+    }
+
+    /// Adds the distinct and retained candidates that the selectors of the round's parts saw.
+    pub(crate) fn add_counted(&mut self, distinct: u64, retained: u64) {
+        self.distinct += distinct;
+        self.retained += retained;
+    }
+
     /// Stores a candidate for which [`Selector::wants`] said true.
     #[inline]
     pub(crate) fn keep(&mut self, k: &[u8], c: u64) {

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
 use super::blocks::{PyBlockCounts, PySurvivors};
+use super::shuffle::{PyRoundSelector, PySelection};
 use super::util::{guarded, read_positive, read_rounds, rounds_tuple, str_bytes, to_py, ForkSafePool};
 
 /// CNF counting over rounds (Algorithm 1); the Python side feeds batches of documents.
@@ -99,6 +100,24 @@ impl PyCounter {
         let counts = &counts.get().inner;
         let pool = &self.pool;
         let st = py.detach(|| guarded(|| pool.install(|| c.end_round_with(counts))))??.map_err(|e| to_py(py, e))?;
+        round_stats(py, &st, c.kept_bytes())
+    }
+
+    /// The selection the reducers of a partitioned round apply (`CountsMerger.select`).
+    fn round_selector(&self, py: Python<'_>) -> PyResult<PyRoundSelector> {
+        let inner = self.lock().round_selector().map_err(|e| to_py(py, e))?;
+        Ok(PyRoundSelector { inner })
+    }
+
+    /// Ends the round with the selections of disjoint partitions of its candidates.
+    fn end_round_with_selected<'py>(&self, py: Python<'py>, parts: Vec<Bound<'_, PySelection>>) -> PyResult<Bound<'py, PyDict>> {
+        let mut g = self.lock();
+        let c = &mut *g;
+        let parts: Vec<&crate::Selection> = parts.iter().map(|p| &p.get().inner).collect();
+        let pool = &self.pool;
+        let st = py
+            .detach(|| guarded(|| pool.install(|| c.end_round_with_selected(&parts))))??
+            .map_err(|e| to_py(py, e))?;
         round_stats(py, &st, c.kept_bytes())
     }
 

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
 use super::blocks::{PyBlockCounts, PyBlockUsage, PySurvivors};
+use super::shuffle::{PyRoundSelector, PySelection};
 use super::counter::round_stats;
 use super::options::PyOptions;
 use super::tokenizer::PyCoreTokenizer;
@@ -104,9 +105,9 @@ impl PyTrainer {
         selection: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let selection = match selection {
-            None => crate::Selection::default(),
+            None => crate::SelectionRule::default(),
             Some(v) => match v.cast::<PyString>() {
-                Ok(s) => crate::Selection::parse(s.to_str()?).map_err(|e| to_py(py, e))?,
+                Ok(s) => crate::SelectionRule::parse(s.to_str()?).map_err(|e| to_py(py, e))?,
                 Err(_) => return Err(PyTypeError::new_err("selection must be a string ('refined' or 'paper')")),
             },
         };
@@ -177,6 +178,19 @@ impl PyTrainer {
     fn end_pass_with_counts<'py>(&self, py: Python<'py>, counts: &Bound<'_, PyBlockCounts>) -> PyResult<Bound<'py, PyDict>> {
         let c = &counts.get().inner;
         let st = self.with(py, |t| t.end_pass_with_counts(c))?;
+        self.stats(py, st)
+    }
+
+    /// In a counting pass: the selection the reducers of a partitioned round apply.
+    fn round_selector(&self, py: Python<'_>) -> PyResult<PyRoundSelector> {
+        let inner = self.with(py, |t| t.round_selector())?;
+        Ok(PyRoundSelector { inner })
+    }
+
+    /// Ends a counting pass with the selections of disjoint partitions of its candidates.
+    fn end_pass_with_selected<'py>(&self, py: Python<'py>, parts: Vec<Bound<'_, PySelection>>) -> PyResult<Bound<'py, PyDict>> {
+        let parts: Vec<&crate::Selection> = parts.iter().map(|p| &p.get().inner).collect();
+        let st = self.with(py, |t| t.end_pass_with_selected(&parts))?;
         self.stats(py, st)
     }
 

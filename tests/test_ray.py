@@ -1,0 +1,195 @@
+"""backend="ray" (cnfmce.ray, issue 10) on a real local Ray cluster started once for the module:
+the vocabulary and the counts equal the local run's byte for byte, whatever the blocks and the
+partitions; a worker killed mid-round, spilling workers, the inputs' kinds, errors."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import socket
+import sys
+import time
+
+import pytest
+
+import cnfmce
+from train_helpers import read_shared_docs
+
+ray = pytest.importorskip("ray")
+# Ray Data's own deprecation notices
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+CATEGORIES = ("en", "sci", "math", "code", "zh", "multi")
+VOCAB = 3000
+RAW = 30_000
+
+
+def vocabulary(tok):
+    return ([tok.id_to_token(i) for i in range(tok.vocab_size)], tok.special_tokens, tok.options)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=150 << 20,
+             log_to_driver=False, logging_level="ERROR")
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A mix of the shared training corpora (about 2.4 MB) in every kind of input file: plain and
+    gzipped JSON lines, parquet with several row groups, one-document text files."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    d = tmp_path_factory.mktemp("raycorpus")
+    docs = {c: read_shared_docs(c, "train", max_bytes=400_000) for c in CATEGORIES}
+    paths = []
+    for c in ("en", "code"):
+        p = d / f"{c}.jsonl"
+        p.write_text("".join(json.dumps({"text": t, "lang": c}, ensure_ascii=False) + "\n" + ("\n" if k % 7 == 0 else "")
+                             for k, t in enumerate(docs[c])), encoding="utf-8")
+        paths.append(p)
+    for c in ("zh", "sci"):
+        p = d / f"{c}.jsonl.gz"
+        with gzip.open(p, "wt", encoding="utf-8") as fh:
+            for t in docs[c]:
+                fh.write(json.dumps({"text": t}, ensure_ascii=False) + "\n")
+        paths.append(p)
+    p = d / "math.parquet"
+    pq.write_table(pa.table({"text": docs["math"] + [None]}), p, row_group_size=25)
+    paths.append(p)
+    for k, t in enumerate(docs["multi"][:40]):
+        q = d / f"multi{k:03d}.txt"
+        q.write_bytes(t.encode("utf-8"))
+        paths.append(q)
+    return [str(x) for x in paths]
+
+
+@pytest.fixture(scope="module")
+def local(corpus):
+    return cnfmce.train(corpus, vocab_size=VOCAB, raw_vocab_size=RAW, progress=False)
+
+
+@pytest.mark.parametrize("partitions,block_size", [(1, None), (3, 150_000), (7, 400_000)])
+def test_vocabulary_equals_local(cluster, corpus, local, partitions, block_size):
+    tok = cnfmce.train(corpus, vocab_size=VOCAB, raw_vocab_size=RAW, progress=False,
+                       backend="ray", num_partitions=partitions, block_size=block_size)
+    assert vocabulary(tok) == vocabulary(local)
+    info = tok.metadata["counting"]
+    assert info["backend"] == "ray" and info["partitions"] == partitions
+    assert info["documents"] == local.metadata["counting"]["documents"]
+    assert info["bytes"] == local.metadata["counting"]["bytes"]
+    if block_size == 150_000:
+        assert info["blocks"] >= 12  # files cut into byte ranges (the .gz ones too) and row groups
+    assert [s["distinct"] for s in info["round_stats"]] == \
+        [s["distinct"] for s in local.metadata["counting"]["round_stats"]]
+    assert tok.metadata["filtering"]["tokens"] == local.metadata["filtering"]["tokens"]
+
+
+@pytest.mark.parametrize("block_size", [4999, 30_000, 10 ** 9])
+def test_blocks_partition_every_file(corpus, block_size):
+    """Every line, row and file is in exactly one block, in order: the blocks' documents are the
+    local reader's, for block boundaries anywhere (inside lines, on newlines, on blank lines)."""
+    from cnfmce import _blocks
+    from cnfmce.corpus import iter_file
+    files = [(p, os.path.getsize(p)) for p in corpus]
+    blocks = _blocks.plan_blocks(files, block_size)
+    got = [d for b in blocks for d in _blocks.iter_block(b)]
+    want = [d for p in corpus for d in iter_file(p)]
+    assert got == want
+    if block_size == 4999:
+        assert sum(b.kind == "jsonl" and b.path.endswith(".gz") for b in blocks) > 100
+    assert [b.path for b in blocks if b.kind != "text"] == sorted(
+        (b.path for b in blocks if b.kind != "text"), key=lambda p: corpus.index(p))
+
+
+def test_counts_equal_local_for_documents_and_datasets(cluster):
+    docs = read_shared_docs("en", "train", max_bytes=300_000) + read_shared_docs("zh", "train", max_bytes=200_000)
+    rounds = ((1, 8, 0), (9, 16, 3), (17, 24, 3))
+    want = cnfmce.count(docs, raw_vocab_size=20_000, rounds=rounds, progress=False)
+    got = cnfmce.ray.count(cnfmce.Documents(docs), raw_vocab_size=20_000, rounds=rounds,
+                           progress=False, block_size=60_000, num_partitions=5)
+    assert list(got.items()) == list(want.items())
+    assert got.info["round_stats"][1]["retained"] == want.info["round_stats"][1]["retained"]
+    ds = ray.data.from_items([{"body": t, "n": k} for k, t in enumerate(docs)], override_num_blocks=6)
+    got = cnfmce.count(ds, raw_vocab_size=20_000, rounds=rounds, progress=False, backend="ray",
+                       field="body")
+    assert list(got.items()) == list(want.items())
+
+
+def test_worker_killed_mid_round(cluster, corpus, local, tmp_path):
+    marker = tmp_path / "killed"
+    tok = cnfmce.ray.train(corpus, vocab_size=VOCAB, raw_vocab_size=RAW, progress=False,
+                           num_partitions=2, _kill_once=str(marker))
+    assert marker.exists()  # a map task of round 2 killed its worker process; Ray retried it
+    assert vocabulary(tok) == vocabulary(local)
+
+
+def test_spilling_workers(cluster, corpus, local):
+    tok = cnfmce.ray.train(corpus, vocab_size=VOCAB, raw_vocab_size=RAW, progress=False,
+                           memory_limit=1 << 20, block_size=1_500_000, num_partitions=2)
+    stats = tok.metadata["counting"]["round_stats"]
+    assert stats[0]["spills"] > 0 and stats[0]["spilled_bytes"] > 0
+    assert vocabulary(tok) == vocabulary(local)
+
+
+def test_progress_and_info(cluster, corpus, capsys):
+    c = cnfmce.ray.count(corpus[:2], raw_vocab_size=5000, progress=True, num_partitions=2)
+    err = capsys.readouterr().err
+    assert "count 1/3" in err and "shuffled" in err and "round 3" in err
+    assert c.info["documents"] > 0 and all(s["shuffled_bytes"] > 0 for s in c.info["round_stats"])
+
+
+def test_errors(cluster, tmp_path, corpus):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n{"text": broken}\n', encoding="utf-8")
+    with pytest.raises(cnfmce.CorpusError, match="bad.jsonl"):
+        cnfmce.ray.count([str(bad)], raw_vocab_size=100, progress=False)
+    with pytest.raises(FileNotFoundError):
+        cnfmce.train([str(tmp_path / "missing.jsonl")], vocab_size=300, backend="ray")
+    with pytest.raises(ValueError, match="num_partitions"):
+        cnfmce.ray.count(corpus, num_partitions=0)
+    with pytest.raises(ValueError, match="backend"):
+        cnfmce.train(corpus, vocab_size=300, backend="spark")
+    with pytest.raises(TypeError, match="backend='ray'"):
+        cnfmce.train(corpus, vocab_size=300, ray_address="x:1")
+    with pytest.raises(ValueError, match="memory_limit"):
+        cnfmce.ray.count(corpus, memory_limit=1 << 50, progress=False)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_cluster_fails_fast():
+    port = _free_port()  # nothing listens there
+    t0 = time.perf_counter()
+    with pytest.raises(ConnectionError, match=f"127.0.0.1:{port}"):
+        cnfmce.train(["some text"], vocab_size=300, backend="ray", ray_address=f"127.0.0.1:{port}")
+    with pytest.raises(cnfmce.ray.ClusterError):
+        cnfmce.ray.count(["x"], ray_address=f"ray://127.0.0.1:{port}")
+    assert time.perf_counter() - t0 < 30
+
+
+def test_missing_ray_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    with pytest.raises(ImportError, match=r"pip install 'cnfmce\[ray\]'"):
+        cnfmce.ray.count(["some text"], progress=False)
+
+
+def test_refined_selection_equals_local(cluster, corpus):
+    # selection="refined" (issue 13): the filtering pass and every refining pass run on the
+    # cluster give the local vocabulary
+    counts = cnfmce.count(corpus, raw_vocab_size=RAW, progress=False)
+    kw = dict(vocab_size=VOCAB, progress=False, selection="refined")
+    want = cnfmce.train_from_counts(counts, corpus, **kw)
+    tok = cnfmce.train_from_counts(counts, corpus, backend="ray", **kw)
+    assert vocabulary(tok) == vocabulary(want)
+    assert tok.metadata["selection"] == "refined"
+    assert len(tok.metadata["refining"]) == len(want.metadata["refining"]) >= 1
