@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -282,6 +283,9 @@ def main() -> None:
     ap.add_argument("--corpus", default="mix", choices=["mix"] + C.CATEGORIES)
     ap.add_argument("--render", action="store_true")
     args = ap.parse_args()
+    if args.render:
+        render_page(args.corpus)
+        return
     names = args.variants.split(",")
     sizes = args.sizes.split(",")
     cats = C.CATEGORIES if args.corpus == "mix" else [args.corpus]
@@ -296,6 +300,151 @@ def main() -> None:
             for n in names:
                 r = run_variant(corp, n, VARIANTS[n], size, bpe)
                 summary(corp.tag, n, size, r, json.loads(bp.read_text()))
+
+
+# --- page -------------------------------------------------------------------------------------
+
+LEGEND = {
+    "paper": "the paper: m = 5,000,000, one filtering pass, the k most used tokens",
+    "m10x": "the paper's rule with m = 10 x k",
+    "saved": "m = 10k, one pass, score = tokens saved",
+    "two-pass": "m = 10k, a second pass over the top 2k",
+    "two-pass-saved": "m = 10k, second pass over 2k, tokens saved",
+    "gradual": "m = 10k, refining passes at 2k, 1.4k, 1.15k (usage)",
+    "gradual-saved": "gradual + tokens saved",
+    "gq-16": "gradual + character coverage (99.97%, at most k/16)",
+    "gsq-16": "gradual + tokens saved + character coverage (99.97%, at most k/16) = `selection=\"refined\"`",
+    "gsq-8": "as gsq-16, at most k/8 characters",
+    "gsc5-s1": "gradual + tokens saved + every character counted >= 5",
+    "tps-cov5": "two-pass-saved + every character counted >= 5",
+    "tps-lang0.25": "two-pass-saved, usage reweighted per language (alpha 0.25)",
+    "tps-docscript0.25": "two-pass-saved, usage reweighted per document script (alpha 0.25)",
+    "tps-docscript0.5": "same, alpha 0.5",
+    "tps-cat0.5": "two-pass-saved, usage reweighted per category (alpha 0.5)",
+}
+CATS6 = ("en", "sci", "math", "code", "zh", "multi")
+PAGE = C.RESULTS if hasattr(C, "RESULTS") else Path(__file__).resolve().parent.parent / "docs" / "results"
+
+
+def _cached(tag: str, name: str, size: str) -> Optional[Dict[str, Any]]:
+    try:
+        r = json.loads(result_path(tag, name, size).read_text())
+    except (OSError, ValueError):
+        return None
+    if name in VARIANTS and r.get("variant") != VARIANTS[name]:
+        return None
+    return r
+
+
+def _gains(r: Dict[str, Any], bpe: Dict[str, Any], kind: str) -> Dict[str, float]:
+    return {c: r["eval"][kind][c]["cpt"] / bpe["eval"][kind][c]["cpt"] - 1 for c in r["eval"][kind]}
+
+
+def render_page(tag: str = "mix") -> None:
+    """docs/results/selection.{json,md} from the cached results of every variant."""
+    res: Dict[str, Any] = {"experiment": NAME, "corpus": tag, "sizes": {}, "load": os.getloadavg()}
+    for size in ("32k", "128k", "250k"):
+        bpe = _cached(tag, "bpe", size)
+        if bpe is None:
+            continue
+        rows = {}
+        for name in VARIANTS:
+            r = _cached(tag, name, size)
+            if r is not None:
+                rows[name] = {"m": r["m"], "seconds": r["seconds"],
+                              "indomain": _gains(r, bpe, "indomain"), "heldout": _gains(r, bpe, "heldout"),
+                              "cpt": {k: {c: r["eval"][k][c]["cpt"] for c in r["eval"][k]} for k in r["eval"]},
+                              "langs": {k: {c: {l: v["cpt"] for l, v in r["eval"][k][c]["langs"].items()}
+                                            for c in P.HUMAN_LANG_CATEGORIES} for k in r["eval"]}}
+        res["sizes"][size] = {"bpe": {k: {c: bpe["eval"][k][c]["cpt"] for c in bpe["eval"][k]} for k in bpe["eval"]},
+                              "bpe_langs": {k: {c: {l: (v["cpt"], v["chars"]) for l, v in bpe["eval"][k][c]["langs"].items()}
+                                                for c in P.HUMAN_LANG_CATEGORIES} for k in bpe["eval"]},
+                              "variants": rows}
+    res["train_chars"] = {c: P.materialize()["stats"][c]["train"]["lang_chars"] for c in P.HUMAN_LANG_CATEGORIES}
+    C.write_json(PAGE / f"{NAME}.json", res)
+    PAGE.joinpath(f"{NAME}.md").write_text(_page(res))
+    print(f"wrote {PAGE / (NAME + '.md')}")
+
+
+def _page(res: Dict[str, Any]) -> str:
+    L = ["# Selection: how CNF chooses its vocabulary (issue 13)", "",
+         "Every variant keeps the paper's counting (Algorithm 1, default rounds) and MCE; none merges or "
+         "runs EM. All are trained on the protocol's training text (all shared training text minus the "
+         "held-out packages, [protocol.md](protocol.md)) and evaluated on both sets: **in-domain** "
+         "(`test` documents of packages that are in training) and **held-out-by-package** (documents of "
+         "packages kept out of training). Numbers are the gain in characters per token over a byte-level "
+         "BPE (HF `tokenizers`, GPT-4 split) trained on the same text at the same size. Command: "
+         "`python experiments/selection.py --variants V --sizes S` (results cached per variant and size "
+         "under `experiments/out/cnfx/mix/variants/`), then `python experiments/selection.py --render`. "
+         "The variants are computed in Python from one set of counts (`experiments/cnfx.py`); the core's "
+         "`selection=\"refined\"` is their `gsq-16` (it differs in one detail: the core scores tokens "
+         "saved against the whole current vocabulary, the experiment against its top 2k).", "",
+         "| variant | what |", "|---|---|"]
+    L += [f"| `{n}` | {d} |" for n, d in LEGEND.items()] + [""]
+    for size, sz in res["sizes"].items():
+        rows = []
+        for name, r in sz["variants"].items():
+            if name.startswith(("refined-m", "paper-m")):
+                continue
+            rows.append([f"`{name}`", f"{r['m']:,}"] + [C.pct(r["indomain"].get(c), sign=True) for c in CATS6]
+                        + [C.pct(r["heldout"].get(c), sign=True) for c in CATS6])
+        if not rows:
+            continue
+        L += [f"## Variants at {size}", "",
+              "Gain over the same-data BPE; first six columns in-domain, last six held-out-by-package.", "",
+              C.md_table(["variant", "m"] + [f"{c} (in)" for c in CATS6] + [f"{c} (held)" for c in CATS6], rows), ""]
+    # raw vocabulary multiples
+    rows = []
+    for size, sz in res["sizes"].items():
+        k = X.SIZES[size]
+        for name, r in sorted(sz["variants"].items(), key=lambda x: (x[0].split("-")[0] != "paper" and x[0] != "m10x", x[1]["m"])):
+            sel = "refined" if name.startswith("refined") or name == "gsq-16" else "paper" if name.startswith("paper") or name == "m10x" else None
+            if sel is None:
+                continue
+            rows.append([size, sel, f"{r['m'] / k:.1f}x ({r['m']:,})"]
+                        + [C.pct(r["indomain"].get(c), sign=True) for c in CATS6]
+                        + [C.pct(r["heldout"].get(c), sign=True) for c in CATS6])
+    L += ["## The raw vocabulary size m as a multiple of k (the table that chose `RAW_VOCAB_PER_TOKEN`)", "",
+          "Same layout; `paper-mNx`/`m10x`/`paper` are the paper's rule at that m, `refined-mNx`/`gsq-16` the refined "
+          "selection (training times: [generalisation.md](generalisation.md)).", "",
+          C.md_table(["size", "selection", "m"] + [f"{c} (in)" for c in CATS6] + [f"{c} (held)" for c in CATS6], rows), ""]
+    # per language
+    for size in ("32k", "128k", "250k"):
+        sz = res["sizes"].get(size)
+        if not sz:
+            continue
+        names = [n for n in ("paper", "m10x", "gsq-16") if n in sz["variants"]]
+        if len(names) < 2:
+            continue
+        rows = []
+        for cat in P.HUMAN_LANG_CATEGORIES:
+            tc = res["train_chars"][cat]
+            for lang in sorted(tc, key=lambda l: -tc[l]):
+                row = [f"{cat}/{lang}", f"{tc[lang]:,}"]
+                seen = False
+                for kind in ("indomain", "heldout"):
+                    b = sz["bpe_langs"][kind][cat].get(lang)
+                    for n in names:
+                        a = sz["variants"][n]["langs"][kind][cat].get(lang)
+                        if not b or b[1] < 20_000 or a is None:
+                            row.append("")
+                            continue
+                        seen = True
+                        g = a / b[0] - 1
+                        s_ = C.pct(g, sign=True)
+                        if n == "gsq-16" and cat == "multi" and tc[lang] > 50_000 and g < 0:
+                            s_ = f"**{s_}**"
+                        row.append(s_)
+                if seen:
+                    rows.append(row)
+        L += [f"## Per language at {size}", "",
+              "Gain over the same-data BPE per `lang` (evaluation sets of at least 20,000 characters); "
+              f"columns: in-domain {', '.join(names)}, then held-out-by-package {', '.join(names)}. Bold: "
+              "a `multi` language with more than 50,000 training characters below the BPE under the refined selection.", "",
+              C.md_table(["language", "train chars"] + [f"{n} (in)" for n in names] + [f"{n} (held)" for n in names], rows), ""]
+    L += [f"Machine load (1/5/15 min) when this page was rendered: {', '.join(f'{x:.1f}' for x in res['load'])}; "
+          "the pass timings were recorded under the load of the day's shared machine."]
+    return "\n".join(L) + "\n"
 
 
 def summary(tag: str, name: str, size: str, r: Dict[str, Any], bpe: Dict[str, Any]) -> None:

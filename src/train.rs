@@ -245,8 +245,16 @@ impl Trainer {
             Stage::Counting(c) if c.round() == 0 && self.current.is_none() => {}
             _ => return Err(Error::Value("counts can only be given before the first pass".into())),
         }
+        let mut counts = counts;
+        if let Some(l) = self.config.raw_vocab_size.filter(|&l| l < counts.len()) {
+            // the raw vocabulary's candidates (Filter::rank's order): coverage looks at them only,
+            // as when the trainer counted them itself
+            use rayon::slice::ParallelSliceMut;
+            counts.par_sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            counts.truncate(l);
+        }
         self.set_covered(&counts);
-        let raw = Filter::rank(counts, self.config.raw_vocab_size)?;
+        let raw = Filter::rank(counts, None)?;
         self.stage = Stage::Filtering(Filter::new(raw, self.filter_options())?);
         Ok(())
     }

@@ -168,6 +168,10 @@ def test_train_selection_paper_and_refined_on_raw_vocab_size():
     ref = cnfmce.train(docs, vocab_size=500, selection="refined", **kw)
     c = cnfmce.count(docs, raw_vocab_size=1200, rounds=ROUNDS, progress=False)
     assert tokens_of(ref) == expected_refined(dict(c), docs, 500)[0]
+    # from more counts than raw_vocab_size, coverage sees the raw vocabulary's candidates only
+    every = cnfmce.count(docs, raw_vocab_size=HUGE, rounds=ROUNDS, progress=False)
+    assert len(every) > 1200
+    assert tokens_of(tfc(every, docs, 500, raw_vocab_size=1200)) == tokens_of(ref)
     paper = cnfmce.train(docs, vocab_size=500, selection="paper", **kw)
     assert tokens_of(paper) == expected_vocabulary(c, docs, 500)
     assert paper.metadata["selection"] == "paper" and paper.metadata["refining"] == []
