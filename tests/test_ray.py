@@ -183,6 +183,37 @@ def test_missing_ray_is_a_clear_error(monkeypatch):
         cnfmce.ray.count(["some text"], progress=False)
 
 
+def _files(d):
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if not p.name.startswith(".")}
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "npy"])
+def test_tokenize_corpus_files_equal_local(cluster, corpus, local, tmp_path, fmt):
+    tok = cnfmce.Tokenizer.from_tokens([local.id_to_token(i) for i in range(local.vocab_size)],
+                                       special_tokens=["<|endoftext|>"])
+    want = cnfmce.tokenize_corpus(tok, corpus, tmp_path / "local", format=fmt, shard_size=300_000)
+    got = cnfmce.tokenize_corpus(tok, corpus, tmp_path / "ray", format=fmt, shard_size=300_000,
+                                 backend="ray", block_size=120_000)
+    assert got == want and len(want["shards"]) > 3
+    assert _files(tmp_path / "ray") == _files(tmp_path / "local")
+    # in-memory documents, and a run resumed after its first shards
+    docs = read_shared_docs("sci", "train", max_bytes=200_000)
+    cnfmce.tokenize_corpus(tok, docs, tmp_path / "dl", format=fmt, shard_size=50_000)
+    cnfmce.ray.tokenize_corpus(tok, docs, tmp_path / "dr", format=fmt, shard_size=50_000,
+                               block_size=30_000)
+    assert _files(tmp_path / "dr") == _files(tmp_path / "dl")
+    m = cnfmce.shards.read_manifest(tmp_path / "ray")
+    m["shards"] = m["shards"][:2]
+    m["complete"] = False
+    (tmp_path / "ray" / "manifest.json").write_text(json.dumps(m))
+    for f in (tmp_path / "ray").iterdir():
+        if f.name.startswith("shard_00000") and not f.name.startswith(("shard_000000", "shard_000001")):
+            f.unlink()
+    cnfmce.tokenize_corpus(tok, corpus, tmp_path / "ray", format=fmt, shard_size=300_000,
+                           backend="ray", resume=True, block_size=90_000)
+    assert _files(tmp_path / "ray") == _files(tmp_path / "local")
+
+
 def test_refined_selection_equals_local(cluster, corpus):
     # selection="refined" (issue 13): the filtering pass and every refining pass run on the
     # cluster give the local vocabulary

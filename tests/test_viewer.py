@@ -236,6 +236,7 @@ def test_view_in_headless_chromium(tiny, tmp_path, capsys):
 
     dom, shot, requested = render(page, tmp_path, "page")
     assert requested == []
+    assert re.search(r'<body[^>]*data-script="ran"', dom)  # the inline script ran under the policy
     p = parse_tokens(dom)
     want = {n: cnfmce.Tokenizer.load(tiny, algorithm=a).encode(text) for n, a in
             (("fmm:tiny", "fmm"), ("mce:tiny", "mce"))}

@@ -425,18 +425,138 @@ class _FilterActor:
                        "peak_rss": _peak_rss_bytes(), "pid": os.getpid()}
 
 
-def _encode_block(block: AnyBlock, core: Any, threads: int) -> Dict[str, Any]:
-    """Encodes one block for tokenize_corpus: flat ids, document token counts, UTF-8 sizes."""
+_TOKENIZER_CACHE: Dict[str, Any] = {}
+
+
+def _encode_blocks(blocks: Sequence[AnyBlock], tok_box: Sequence[Any], threads: int
+                   ) -> List[Tuple[Any, Any, Any]]:
+    """Encodes blocks for tokenize_corpus: per block, the flat ids (uint32), the documents'
+    starts in them (int64, one more than the documents) and their UTF-8 sizes (int64)."""
     import numpy as np
-    ids_parts, lengths, sizes = [], [], []
-    for docs, _ in _block_batches(block, 4 << 20):
-        ids, starts, nbytes = core.encode_batch_flat(docs, None, threads)
-        ids_parts.append(np.frombuffer(ids, dtype=np.uint32))
-        lengths.append(np.diff(np.frombuffer(starts, dtype=np.int64)))
-        sizes.append(np.frombuffer(nbytes, dtype=np.int64))
-    cat = (lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dtype=dt))
-    return {"ids": cat(ids_parts, np.uint32), "lengths": cat(lengths, np.int64),
-            "sizes": cat(sizes, np.int64)}
+    ray = _ray()
+    key = tok_box[0].hex()
+    tok = _TOKENIZER_CACHE.get(key)
+    if tok is None:
+        tok = ray.get(tok_box[0])
+        _TOKENIZER_CACHE.clear()
+        _TOKENIZER_CACHE[key] = tok
+    core = tok._core
+    out = []
+    for block in blocks:
+        ids_parts, lengths, sizes = [], [], []
+        for docs, _ in _block_batches(block, 4 << 20):
+            ids, starts, nbytes = core.encode_batch_flat(docs, None, threads)
+            ids_parts.append(np.frombuffer(ids, dtype=np.uint32))
+            lengths.append(np.diff(np.frombuffer(starts, dtype=np.int64)))
+            sizes.append(np.frombuffer(nbytes, dtype=np.int64))
+        ids_a = np.concatenate(ids_parts) if ids_parts else np.zeros(0, dtype=np.uint32)
+        lens = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
+        starts_a = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=starts_a[1:])
+        out.append((ids_a, starts_a, np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64)))
+    return out
+
+
+class _Encoding:
+    """The inputs of :func:`cnfmce.shards.tokenize_corpus` with ``backend="ray"``: blocks
+    encoded by Ray tasks, a window of them in flight, handed to the local writer in order."""
+
+    def __init__(self, tok: Any, inputs: Any, field: str, num_threads: Optional[int], *,
+                 ray_address: Optional[str] = None, block_size: Optional[Union[int, str]] = None,
+                 cpus_per_task: int = 1):
+        if isinstance(cpus_per_task, bool) or not isinstance(cpus_per_task, int) or cpus_per_task < 1:
+            raise ValueError(f"cpus_per_task must be a positive int, got {cpus_per_task!r}")
+        bs = _check_size("block_size", block_size)
+        self.tok = tok
+        self.cpus_per_task = cpus_per_task
+        self.paths: Optional[List[str]] = None
+        self.input_info: Optional[List[Dict[str, Any]]] = None
+        ray = _ray()
+        is_dataset = False
+        try:
+            import ray.data
+            is_dataset = isinstance(inputs, ray.data.Dataset)
+        except ImportError:  # pragma: no cover - ray without ray.data
+            pass
+        kind, items = ("dataset", inputs) if is_dataset else _classify(inputs)
+        if kind == "paths":
+            files: List[Tuple[str, int]] = []
+            for p in items:
+                files.extend(list_files(p))
+            self.paths = [p for p, _ in files]
+            self.input_info = [{"path": p, "bytes": n} for p, n in files]
+        self.ray = ray = connect(ray_address)
+        self.cluster = _cluster(ray)
+        lo, hi = DEFAULT_BLOCK_SIZE_RANGE
+        # (file index, block) in order; in-memory documents and datasets count as one input
+        self.blocks: List[Tuple[int, AnyBlock]] = []
+        if kind == "paths":
+            size = bs or max(lo, min(hi, -(-estimate_text_bytes(files) // max(1, 4 * self.cluster.cpus))))
+            for fi, f in enumerate(files):
+                for b in plan_blocks([f], size, field, measure=lambda ps: _measure(ray, ps)):
+                    self.blocks.append((fi, b))
+        else:
+            self._inputs = _Inputs(ray, items, field, bs, self.cluster.cpus, False)
+            self.blocks = [(0, b) for b in self._inputs.blocks]
+        self.block_size = bs or lo
+
+    def batches(self, start: Tuple[int, int], bar: Any) -> Iterator[Any]:
+        """The encoded documents from ``start`` (file index, documents of it already written)
+        on, as the writer's batches, in document order."""
+        from .shards import _Batch
+        ray = self.ray
+        f0, skip = start
+        todo = [(fi, b) for fi, b in self.blocks if fi >= f0]
+        # consecutive blocks grouped into tasks of about block_size bytes of text
+        tasks: List[List[Tuple[int, AnyBlock]]] = []
+        size = 0
+        for fb in todo:
+            if not tasks or size >= self.block_size:
+                tasks.append([])
+                size = 0
+            tasks[-1].append(fb)
+            size += fb[1].size
+        tok_ref = ray.put(self.tok)
+        encode = _remote(ray)["encode"].options(num_cpus=self.cpus_per_task)
+        window = max(2, 2 * self.cluster.cpus // self.cpus_per_task)
+        refs: List[Any] = []
+        before: Dict[int, int] = {}
+        try:
+            for i, task in enumerate(tasks):
+                while len(refs) < min(len(tasks), i + window):
+                    refs.append(encode.remote([b for _, b in tasks[len(refs)]], [tok_ref],
+                                              self.cpus_per_task))
+                try:
+                    results = ray.get(refs[i])
+                except ray.exceptions.RayTaskError as e:
+                    _raise_task_error(ray, e)
+                refs[i] = None
+                for (fi, b), (ids, starts, sizes) in zip(task, results):
+                    n = len(sizes)
+                    done = before.get(fi, 0)
+                    drop = 0
+                    if fi == f0 and done < skip:  # documents already in finished shards
+                        drop = min(n, skip - done)
+                    before[fi] = done + n
+                    if bar is not None:
+                        bar.advance(b.stored)
+                    if drop:
+                        ids = ids[starts[drop]:]
+                        starts = starts[drop:] - starts[drop]
+                        sizes = sizes[drop:]
+                    if len(sizes):
+                        yield _Batch([], [(0, fi, done + drop)], encoded=(ids, starts, sizes))
+            if f0 < len(self.paths or [None]) and skip and before.get(f0, 0) < skip:
+                from .shards import ShardsError
+                raise ShardsError(f"cannot resume: input {f0} now has {before.get(f0, 0)} documents, "
+                                  f"fewer than the {skip} the manifest says were done")
+        finally:
+            for r in refs:
+                if r is not None:
+                    try:
+                        ray.cancel(r, force=True)
+                    except Exception:  # noqa: BLE001
+                        pass
 
 
 def _remote(ray: Any) -> Dict[str, Any]:
@@ -445,7 +565,7 @@ def _remote(ray: Any) -> Dict[str, Any]:
         _REMOTE["map"] = ray.remote(_map_count)
         _REMOTE["reduce"] = ray.remote(_reduce_select)
         _REMOTE["filter"] = ray.remote(_FilterActor)
-        _REMOTE["encode"] = ray.remote(_encode_block)
+        _REMOTE["encode"] = ray.remote(_encode_blocks)
     return _REMOTE
 
 

@@ -345,6 +345,9 @@ class _Batch:
     # (first document of the batch, file index, documents of that file before it), one entry
     # per input file the batch's documents come from
     segments: List[Tuple[int, int, int]]
+    # (ids, starts, UTF-8 sizes) when the batch was encoded elsewhere (backend="ray"): texts is
+    # then empty
+    encoded: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None
 
     def end_after(self, j: int) -> List[int]:
         """[file index, documents read from that file] once document ``j`` of the batch is done."""
@@ -452,11 +455,16 @@ class _Pipeline:
                 if slot is _DONE:
                     return
                 b = slot.batch
-                ids, starts, sizes = self.core.encode_batch_flat(b.texts, None, self.per_call)
-                b.texts = []
-                slot.result = self._frame(np.frombuffer(ids, dtype=np.uint32),
-                                          np.frombuffer(starts, dtype=np.int64),
-                                          np.frombuffer(sizes, dtype=np.int64), b)
+                if b.encoded is not None:  # encoded elsewhere (backend="ray")
+                    ids_a, starts_a, sizes_a = b.encoded
+                    b.encoded = None
+                else:
+                    ids, starts, sizes = self.core.encode_batch_flat(b.texts, None, self.per_call)
+                    b.texts = []
+                    ids_a = np.frombuffer(ids, dtype=np.uint32)
+                    starts_a = np.frombuffer(starts, dtype=np.int64)
+                    sizes_a = np.frombuffer(sizes, dtype=np.int64)
+                slot.result = self._frame(ids_a, starts_a, sizes_a, b)
                 slot.ready.set()
         except _Stop:
             pass
@@ -809,7 +817,8 @@ def tokenize_corpus(tokenizer: Any, inputs: Any, output: PathLike, *, format: st
                     eos: Any = "auto", bos: Any = None, field: str = "text",
                     shard_size: Union[int, str] = DEFAULT_SHARD_SIZE,
                     num_threads: Optional[int] = None, resume: bool = False, dtype: str = "auto",
-                    progress: bool = False, batch_chars: int = BATCH_CHARS) -> Dict[str, Any]:
+                    progress: bool = False, batch_chars: int = BATCH_CHARS, backend: str = "local",
+                    **backend_options: Any) -> Dict[str, Any]:
     """Tokenizes ``inputs`` into token shards in the directory ``output``; returns the manifest.
 
     ``tokenizer``: a :class:`cnfmce.Tokenizer` or a tokenizer file (as ``cnfmce encode -t``).
@@ -823,11 +832,23 @@ def tokenize_corpus(tokenizer: Any, inputs: Any, output: PathLike, *, format: st
     an interrupted run in ``output``. ``dtype``: ``"auto"``, ``"uint16"`` or ``"uint32"``.
     ``progress``: a progress bar and a summary line on stderr.
 
+    ``backend="ray"`` encodes on a Ray cluster (:func:`cnfmce.ray.tokenize_corpus`; the
+    ``backend_options`` ``ray_address``, ``block_size``, ``cpus_per_task`` go to it; inputs may
+    also be URIs, directories or a ``ray.data.Dataset``): blocks of the inputs are encoded by
+    workers, in parallel, and written here in order by the same writer, so the files and the
+    manifest are byte-identical to the local run's (``output`` is on this machine's file
+    system; ``resume`` works the same).
+
     Errors (missing or unreadable input, corrupt compressed data, a missing field, an output
     that cannot be written, a vocabulary too large for the dtype, an OUTDIR that already holds
     shards without ``resume``) raise an exception; no partial shard is left behind, the complete
     ones stay listed in the manifest.
     """
+    if backend not in ("local", "ray"):
+        raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
+    if backend == "local" and backend_options:
+        raise TypeError(f"tokenize_corpus() got unexpected keyword argument(s) "
+                        f"{', '.join(sorted(backend_options))} (Ray options need backend='ray')")
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}; got {format!r}")
     if not isinstance(field, str) or not field:
@@ -846,8 +867,14 @@ def tokenize_corpus(tokenizer: Any, inputs: Any, output: PathLike, *, format: st
     bos_t = _resolve_token(tok, bos, "bos")
     bound = max([tok.n_vocab] + [t[0] + 1 for t in (eos_t, bos_t) if t is not None])
     dt = _choose_dtype(format, bound, dtype)
-    paths, docs = _input_list(inputs)
-    input_info = _check_paths(paths) if paths is not None else None
+    remote = None
+    if backend == "ray":
+        from . import ray as _ray_backend
+        remote = _ray_backend._Encoding(tok, inputs, field, num_threads, **backend_options)
+        paths, docs, input_info = remote.paths, None, remote.input_info
+    else:
+        paths, docs = _input_list(inputs)
+        input_info = _check_paths(paths) if paths is not None else None
     out = os.fspath(output)
     _prepare_outdir(out)
 
@@ -894,7 +921,10 @@ def tokenize_corpus(tokenizer: Any, inputs: Any, output: PathLike, *, format: st
                      num_threads, manifest, bar)
     text_before = manifest["text_bytes"]
     try:
-        pipe.run(_read_batches(paths, docs, field, start, batch_chars, bar))
+        if remote is not None:
+            pipe.run(remote.batches(start, bar))
+        else:
+            pipe.run(_read_batches(paths, docs, field, start, batch_chars, bar))
     finally:
         if bar is not None:
             bar.close()

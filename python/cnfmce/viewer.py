@@ -296,6 +296,7 @@ _SCRIPT = """
     });
     panel.addEventListener("mouseleave", clear);
   });
+  document.body.dataset.script = "ran";  // lets a test see that the policy allowed the script
 })();
 """
 
