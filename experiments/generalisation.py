@@ -37,6 +37,12 @@ OUT = C.OUT / "gen"
 CONFIGS = {"before": {"raw_vocab_size": 5_000_000, "selection": "paper"}, "default": {},
            "after": {"selection": "refined"}}
 RUNS = [("mix", "32k"), ("mix", "128k"), ("mix", "250k"), ("en", "32k")]
+ALL_CONFIGS = dict(CONFIGS)
+# the same rule computed by experiments/selection.py from the same counts (used for a config that
+# this run does not train)
+SELECTION_EQUIV = {"before": "paper", "default": "m10x"}
+if os.environ.get("GEN_CONFIGS"):  # e.g. GEN_CONFIGS=after (the others then come from selection.py)
+    CONFIGS = {c: CONFIGS[c] for c in os.environ["GEN_CONFIGS"].split(",")}
 if os.environ.get("GEN_RUNS"):
     RUNS = [tuple(x.split("-")) for x in os.environ["GEN_RUNS"].split(",")]  # type: ignore[misc]
 TARGETS = {  # issue 13: minimum gain over the same-data BPE
@@ -102,15 +108,25 @@ def run(args: Any) -> Dict[str, Any]:
     t_start = time.perf_counter()
     res["bench_wait"] = C.wait_for_benches(max_minutes=float(os.environ.get("GEN_WAIT_MIN", "0")))
     res["load_before"] = os.getloadavg()
-    res["configs"] = CONFIGS
+    res["configs"] = ALL_CONFIGS
+    res["trained"] = list(CONFIGS)
     res["defaults"] = {"raw_vocab_per_token": cnfmce._core.RAW_VOCAB_PER_TOKEN}
     res["runs"] = {}
     for corpus, size in RUNS:
         key = f"{corpus}-{size}"
-        r: Dict[str, Any] = {"train": {}, "eval": {}}
-        bpe = X.hf_bpe(corpus, P.train_paths(cats_of(corpus)), X.SIZES[size])
-        r["eval"]["bpe"] = X.evaluate_sets(bpe, cats=cats_of(corpus))
-        for config in CONFIGS:
+        r: Dict[str, Any] = {"train": {}, "eval": {}, "from_selection": {}}
+        var = X.OUT / corpus / "variants"
+        try:  # the same BPE evaluated on the same sets by selection.py
+            r["eval"]["bpe"] = json.loads((var / f"bpe-{size}.json").read_text())["eval"]
+        except (OSError, ValueError):
+            bpe = X.hf_bpe(corpus, P.train_paths(cats_of(corpus)), X.SIZES[size])
+            r["eval"]["bpe"] = X.evaluate_sets(bpe, cats=cats_of(corpus))
+        for config in ALL_CONFIGS:
+            if config not in CONFIGS:
+                v = json.loads((var / f"{SELECTION_EQUIV[config]}-{size}.json").read_text())
+                r["eval"][config] = v["eval"]
+                r["from_selection"][config] = SELECTION_EQUIV[config]
+                continue
             info = trained(corpus, size, config)
             r["train"][config] = info
             tok = cnfmce.Tokenizer.load(str(OUT / f"{corpus}-{size}-{config}.run.cnfmce.json.gz"))
@@ -174,6 +190,10 @@ def render(res: Dict[str, Any], md: Path) -> None:
             hdr += [f"{c} CPT", f"{c} gain"]
         L += [C.md_table(hdr + ["target"], rows, "ll" + "r" * (len(hdr) - 1)), ""]
         trn = r["train"]
+        if r.get("from_selection"):
+            L += ["Not trained by this run, from the same rule computed by `experiments/selection.py` "
+                  "on the same counts ([selection.md](selection.md)): " + ", ".join(
+                      f"{c} = variant `{v}`" for c, v in r["from_selection"].items()) + ".", ""]
         L += ["Training (wall time of `cnfmce.train` in its process; counting / filtering / refining "
               "passes; peak RSS): " + "; ".join(
                   f"{c} {trn[c]['seconds']:.0f} s ({trn[c]['counting_s']:.0f} / {trn[c]['filtering_s']:.0f} / "
@@ -181,7 +201,7 @@ def render(res: Dict[str, Any], md: Path) -> None:
                   f"{trn[c]['raw_vocabulary']:,}"
                   + (f", {len(trn[c]['refining'])} refining passes, {trn[c]['covered_characters']:,} covered characters"
                      if trn[c]["refining"] else "")
-                  for c in cfgs) + ".", ""]
+                  for c in cfgs if c in trn) + ".", ""]
         if corpus == "mix":
             rows = []
             for cat in P.HUMAN_LANG_CATEGORIES:

@@ -322,6 +322,17 @@ LEGEND = {
     "tps-docscript0.5": "same, alpha 0.5",
     "tps-cat0.5": "two-pass-saved, usage reweighted per category (alpha 0.5)",
 }
+for _n in ("gsc5-s2", "gsc5-s4", "gsc5-s8"):
+    LEGEND[_n] = f"as gsc5-s1, the refining passes on every {_n[-1]}th document only"
+LEGEND["gsq-12"] = "as gsq-16, at most k/12 characters"
+LEGEND["gq-8"] = LEGEND["gq-12"] = "gq-16 with at most k/8 (k/12) characters"
+for _n in (20, 50):
+    LEGEND[f"tps-cov{_n}"] = f"two-pass-saved + every character counted >= {_n}"
+for _a in ("0.75", "1.0"):
+    LEGEND[f"tps-docscript{_a}"] = f"two-pass-saved, reweighted per document script (alpha {_a})"
+for _a in ("0.25", "0.5"):
+    LEGEND[f"tps-tokscript{_a}"] = f"two-pass-saved, reweighted per token script (alpha {_a})"
+LEGEND["refined-mNx"] = "gsq-16 with m = N x k (N = 5, 20, 40); `paper-mNx`: the paper's rule with m = N x k"
 CATS6 = ("en", "sci", "math", "code", "zh", "multi")
 PAGE = C.RESULTS if hasattr(C, "RESULTS") else Path(__file__).resolve().parent.parent / "docs" / "results"
 
@@ -381,6 +392,19 @@ def _page(res: Dict[str, Any]) -> str:
          "saved against the whole current vocabulary, the experiment against its top 2k).", "",
          "| variant | what |", "|---|---|"]
     L += [f"| `{n}` | {d} |" for n, d in LEGEND.items()] + [""]
+    v128 = res["sizes"].get("128k", {}).get("variants", {})
+    if all(n in v128 for n in ("paper", "m10x", "gradual", "gsq-16")):
+        g = lambda n, kind, c: C.pct(v128[n][kind][c], sign=True)  # noqa: E731
+        L += ["**The choice** (`gsq-16`, the core's `selection=\"refined\"`). At 128k the refining passes "
+              f"(`gradual`) take multi from {g('m10x', 'indomain', 'multi')} to {g('gradual', 'indomain', 'multi')} "
+              f"in-domain and from {g('m10x', 'heldout', 'multi')} to {g('gradual', 'heldout', 'multi')} held-out, "
+              "and raise en, sci, math and code too; they do little for zh "
+              f"({g('gradual', 'heldout', 'zh')} held-out against {g('m10x', 'heldout', 'zh')}). Character coverage "
+              f"adds zh back ({g('gsq-16', 'heldout', 'zh')} held-out) for a fraction of a point on the other "
+              "categories; scoring by tokens saved changes little once the passes are gradual. Reweighting usage "
+              "per language or script trades the big categories for zh or multi (`tps-docscript*`, "
+              "`tps-lang0.25`) and was not kept; thinning the refining passes to a sample of the documents "
+              "(`gsc5-s2` and up) costs held-out zh.", ""]
     for size, sz in res["sizes"].items():
         rows = []
         for name, r in sz["variants"].items():
