@@ -112,6 +112,12 @@ def run(args: Any) -> Dict[str, Any]:
     res["trained"] = list(CONFIGS)
     res["defaults"] = {"raw_vocab_per_token": cnfmce._core.RAW_VOCAB_PER_TOKEN}
     res["runs"] = {}
+    try:  # runs of an earlier invocation that this one does not redo (GEN_RUNS) are kept
+        old = json.loads((C.RESULTS / f"{NAME}.json").read_text())
+        res["runs"] = {k: v for k, v in old.get("runs", {}).items()
+                       if tuple(k.split("-")) not in RUNS}
+    except (OSError, ValueError):
+        pass
     for corpus, size in RUNS:
         key = f"{corpus}-{size}"
         r: Dict[str, Any] = {"train": {}, "eval": {}, "from_selection": {}}
