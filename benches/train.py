@@ -886,8 +886,8 @@ def cnf_phase_row(key: str, label: str, r: Dict[str, Any]) -> List[str]:
     rounds = (cnf.get("counting") or {}).get("round_stats") or []
     filt = cnf.get("filtering") or {}
 
-    # "seconds" of a pass runs until its end (and, for filtering, finishing) is done; builds that
-    # record those parts (end_seconds, finish_seconds) show them in their own columns.
+    # A round's "seconds" runs until its end is done; builds that record that part (end_seconds)
+    # show it in its own column. Finishing (finish_seconds) comes after the filtering pass.
     def sec(x: Dict[str, Any], part: str) -> str:
         s = x.get("seconds")
         if s is None:
@@ -900,7 +900,7 @@ def cnf_phase_row(key: str, label: str, r: Dict[str, Any]) -> List[str]:
     select = sum(e for e in ends[:-1] if e is not None) if ends and None not in ends else None
     build = ends[-1] if ends else None
     finish = filt.get("finish_seconds")
-    covered = sum(x.get("seconds", 0) for x in rounds) + (filt.get("seconds") or 0)
+    covered = sum(x.get("seconds", 0) for x in rounds) + (filt.get("seconds") or 0) + (finish or 0)
     rest = r["wall_s"] - covered
 
     def opt(x: Optional[float]) -> str:
@@ -909,7 +909,7 @@ def cnf_phase_row(key: str, label: str, r: Dict[str, Any]) -> List[str]:
     spills = sum(x.get("spills", 0) for x in rounds)
     peak_table = max((x.get("peak_table_bytes", 0) for x in rounds), default=0)
     return [key, label, f"{cnf.get('raw_vocab_size', 0):,}"] + cells + [
-        sec(filt, "finish_seconds"), opt(select), opt(build), opt(finish), f"{rest:.1f}", f"{r['wall_s']:.1f}", f"{100 * rest / r['wall_s']:.0f}%",
+        sec(filt, "-"), opt(select), opt(build), opt(finish), f"{rest:.1f}", f"{r['wall_s']:.1f}", f"{100 * rest / r['wall_s']:.0f}%",
         f"{rounds[0].get('distinct', 0):,}" if rounds else "—", str(spills), f"{peak_table / MIB:.0f} MiB",
         gib(r.get("peak_rss_mib")), f2(r.get("other_cores"))]
 
