@@ -142,6 +142,7 @@ def test_progress_and_info(cluster, corpus, capsys):
     err = capsys.readouterr().err
     assert "count 1/3" in err and "shuffled" in err and "round 3" in err
     assert c.info["documents"] > 0 and all(s["shuffled_bytes"] > 0 for s in c.info["round_stats"])
+    assert all(s["survivors_bytes"] > 0 for s in c.info["round_stats"][1:])  # the trie, put once
 
 
 def test_errors(cluster, tmp_path, corpus):
