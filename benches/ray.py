@@ -5,6 +5,7 @@
 Run from the repository root::
 
     nice -n 10 python benches/ray.py --sizes 20MB,all --repeats 3 --json benches/out/ray.json
+    nice -n 10 python benches/ray.py --sizes 20MB:3,50MB:2,all:1 --json benches/out/ray.json
     python benches/ray.py --sizes 5MB --repeats 1            # smoke run (~1 min)
     python benches/ray.py --from-json benches/out/ray.json   # re-print the report
 
@@ -331,7 +332,8 @@ def report(res: Dict[str, Any]) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="20MB,all", help="comma-separated: 20MB, 50MB, all (143 MB)")
+    ap.add_argument("--sizes", default="20MB,all",
+                    help="comma-separated: 20MB, 50MB, all (143 MB); SIZE:N runs that size N times")
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--cpus", type=int, default=2, help="worker CPUs of the Ray cluster")
@@ -346,13 +348,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.from_json:
         print(report(json.loads(Path(a.from_json).read_text())))
         return 0
-    sizes = [s.strip() for s in a.sizes.split(",") if s.strip()]
+    plan = []  # (size, repeats): "20MB:3" overrides --repeats for that size
+    for item in (x.strip() for x in a.sizes.split(",")):
+        if item:
+            size, _, n = item.partition(":")
+            plan.append((size, int(n) if n else a.repeats))
+    sizes = [s for s, _ in plan]
     res: Dict[str, Any] = {"machine": machine_info(["ray", "pyarrow"]), "sizes": sizes,
                            "vocab": a.vocab, "cpus": a.cpus, "runs": []}
-    for size in sizes:
+    for size, repeats in plan:
         paths = corpus_files(size)
         log(f"mix-{size}: {corpus_bytes(size) / 1e6:.1f} MB in {len(paths)} files")
-        for k in range(a.repeats):
+        for k in range(repeats):
             for backend in ("local", "ray"):
                 spec = {"size": size, "backend": backend, "paths": paths, "vocab": a.vocab,
                         "cpus": a.cpus, "repeat": k}
