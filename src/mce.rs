@@ -21,6 +21,7 @@ use crate::automaton::{Automaton, Pattern, NONE};
 use crate::cost::{Costs, UnitWindow};
 use crate::units::unit_starts;
 use crate::vocab::Vocab;
+use std::sync::Arc;
 
 /// Chains with more candidates than this (and tokens too long for the length mask) are read
 /// into a flat list (see `long_chain`); prose rarely has more.
@@ -261,7 +262,8 @@ pub use crate::options::{Algorithm, Options};
 
 /// A vocabulary with its encoding options.
 pub struct Encoder {
-    vocab: Vocab,
+    /// Shared by the encoders that differ only in their options.
+    vocab: Arc<Vocab>,
     options: Options,
     costs: Costs,
     /// Unique per encoder (for the piece caches in [`Scratch`]).
@@ -388,10 +390,20 @@ impl Scratch {
 
 impl Encoder {
     pub fn new(vocab: Vocab, options: Options) -> Self {
+        Self::shared(Arc::new(vocab), options)
+    }
+
+    fn shared(vocab: Arc<Vocab>, options: Options) -> Self {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let costs = Costs::new(options.boundary_penalty, options.token_preference);
         let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Encoder { vocab, options, costs, id }
+    }
+
+    /// The same vocabulary (and automaton, shared, not copied) with other options: only the
+    /// costs change.
+    pub fn with_options(&self, options: Options) -> Self {
+        Self::shared(Arc::clone(&self.vocab), options)
     }
 
     pub fn vocab(&self) -> &Vocab {
@@ -987,6 +999,34 @@ mod tests {
                 let enc = Encoder::new(Vocab::new(toks.clone()).unwrap(), opt);
                 let got = enc.encode(&text);
                 assert_eq!(got, reference(&toks, &text, opt), "round {round} λ {lam} ε {eps}");
+            }
+        }
+    }
+
+    #[test]
+    fn with_options_shares_the_vocabulary() {
+        let mut rng = Rng(0x2545F4914F6CDD1D);
+        let toks = random_vocab(&mut rng, 80, 4);
+        let base = Encoder::new(Vocab::new(toks.clone()).unwrap(), Options::default());
+        let mut scratch = Scratch::default();
+        for (lam, eps, alg) in [(0.3, false, Algorithm::Mce), (f64::INFINITY, true, Algorithm::Mce), (0.05, true, Algorithm::Fmm)] {
+            let opt = Options { algorithm: alg, boundary_penalty: lam, token_preference: eps };
+            let other = base.with_options(opt);
+            assert!(Arc::ptr_eq(&base.vocab, &other.vocab));
+            let fresh = Encoder::new(Vocab::new(toks.clone()).unwrap(), opt);
+            for _ in 0..20 {
+                let mut text = Vec::new();
+                for _ in 0..rng.below(80) {
+                    text.extend_from_slice(PIECES[rng.below(PIECES.len())].as_bytes());
+                }
+                // one scratch for all three: the piece cache must not mix the encoders
+                let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+                other.encode_into(&text, &mut scratch, &mut a);
+                base.encode_into(&text, &mut scratch, &mut c);
+                fresh.encode_into(&text, &mut scratch, &mut b);
+                assert_eq!(a, b);
+                assert_eq!(a, reference(&toks, &text, opt));
+                assert_eq!(c, reference(&toks, &text, Options::default()));
             }
         }
     }

@@ -167,6 +167,15 @@ impl Tokenizer {
         &self.encoder
     }
 
+    /// The same tokenizer with other options; the vocabulary and its automaton are shared.
+    pub fn with_options(&self, options: Options) -> Tokenizer {
+        Tokenizer {
+            encoder: self.encoder.with_options(options),
+            specials: self.specials.clone(),
+            special_index: self.special_index.clone(),
+        }
+    }
+
     pub fn vocab(&self) -> &Vocab {
         self.encoder.vocab()
     }

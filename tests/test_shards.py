@@ -399,6 +399,14 @@ def test_field_option_and_other_readers(tok16, tmp_path):
     with pytest.raises(cnfmce.CorpusError, match=r'f\.jsonl:1: .*"body"'):
         cnfmce.tokenize_corpus(tok16, [jl], tmp_path / "o2", format="npy", field="body")
     assert os.listdir(tmp_path / "o2") == ["manifest.json"]  # no shard, nothing temporary
+    # that failed run finished no shard: the corrected command starts over in the same directory
+    # (without and with resume), its manifest from this run's settings
+    cnfmce.tokenize_corpus(tok16, [jl], tmp_path / "o2", format="npy", field="content")
+    assert dir_bytes(tmp_path / "o2") == dir_bytes(tmp_path / "o1")
+    with pytest.raises(cnfmce.CorpusError):
+        cnfmce.tokenize_corpus(tok16, [jl], tmp_path / "o5", format="llmc", field="body")
+    cnfmce.tokenize_corpus(tok16, [jl], tmp_path / "o5", format="npy", field="content", resume=True)
+    assert dir_bytes(tmp_path / "o5") == dir_bytes(tmp_path / "o1")
     pq = pytest.importorskip("pyarrow.parquet")
     import pyarrow as pa
     pqf = tmp_path / "f.parquet"
@@ -462,6 +470,43 @@ def test_vocabulary_too_large_for_the_format(tok32, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_too_many_shards_stops_with_complete_ones(tok16, tmp_path, monkeypatch):
+    """Shard names have six digits (sorting them gives document order): past the limit the run
+    stops with an error instead of writing names that sort out of order."""
+    import cnfmce.shards as shards
+    monkeypatch.setattr(shards, "_MAX_SHARDS", 3)
+    docs = ["the cat sat"] * 10
+    out = tmp_path / "o"
+    with pytest.raises(ShardsError, match="more than 3 shards"):
+        cnfmce.tokenize_corpus(tok16, docs, out, format="npy", shard_size=8)
+    m = read_manifest(out)
+    assert [s["name"] for s in m["shards"]] == ["shard_000000", "shard_000001", "shard_000002"]
+    assert not m["complete"]
+    assert set(os.listdir(out)) == {f for s in m["shards"] for f in s["files"]} | {"manifest.json"}
+
+
+def test_second_run_into_the_same_outdir_is_refused(tok16, tmp_path):
+    """While a run holds OUTDIR (here: before its first shard, when its manifest lists none),
+    another run into it fails at once and leaves the first one's files alone."""
+    import fcntl
+    out = tmp_path / "o"
+    out.mkdir()
+    tmp = out / ".shard_000000.bin.tmp"  # the running one's shard in progress
+    tmp.write_bytes(b"x")
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        for resume in (False, True):
+            with pytest.raises(ShardsError, match="another run"):
+                cnfmce.tokenize_corpus(tok16, ["a b"], out, format="llmc", resume=resume)
+        assert os.listdir(out) == [tmp.name]
+    finally:
+        os.close(fd)
+    cnfmce.tokenize_corpus(tok16, ["a b"], out, format="llmc")  # the lock is gone with its holder
+    cnfmce.tokenize_corpus(tok16, ["a b"], out, format="llmc", resume=True)  # ours is released too
+    assert sorted(os.listdir(out)) == ["manifest.json", "shard_000000.bin"]
+
+
 def test_bad_arguments(tok16, tmp_path):
     with pytest.raises(ValueError, match="format"):
         cnfmce.tokenize_corpus(tok16, ["a"], tmp_path / "o", format="bin")
@@ -469,6 +514,9 @@ def test_bad_arguments(tok16, tmp_path):
         cnfmce.tokenize_corpus(tok16, ["a"], tmp_path / "o", format="npy", shard_size="big")
     with pytest.raises(TypeError, match="document 1"):
         cnfmce.tokenize_corpus(tok16, ["a", b"b"], tmp_path / "o", format="npy")
+    for bad in ("inf", "1e400GB", "nan"):
+        with pytest.raises(ValueError, match="not a size"):
+            parse_size(bad)
     assert parse_size("1GB") == 10**9 and parse_size("256MiB") == 256 * 2**20 and parse_size(5) == 5
 
 

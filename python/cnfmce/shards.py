@@ -12,8 +12,9 @@ Output files
 ============
 
 ``OUTDIR/manifest.json`` (small, rewritten atomically after every shard) and, for shard ``k``,
-files named ``shard_{k:06d}...`` so that sorting the names gives document order. Documents are
-never split across shards: a shard is closed before the document that would take it past
+files named ``shard_{k:06d}...`` so that sorting the names gives document order (at most
+1,000,000 shards: a run that would need more stops with an error, its complete shards listed).
+Documents are never split across shards: a shard is closed before the document that would take it past
 ``shard_size`` bytes of tokens (a single larger document gets a shard of its own). Each document
 is written as ``[bos] ids [eos]`` (``bos``/``eos`` when set).
 
@@ -57,7 +58,11 @@ complete shards only (and possibly hidden ``.*.tmp`` files that the next run del
 ``resume=True`` checks that the settings, the tokenizer and the inputs are those of the manifest,
 keeps the shards it lists, skips the input files they cover without reading them (and the covered
 documents of the next file by reading past them) and continues: the result is byte-identical to an
-uninterrupted run. Without ``resume``, an OUTDIR that already holds shards is an error.
+uninterrupted run. Without ``resume``, an OUTDIR that already holds shards is an error. A run that
+stopped before completing its first shard (a bad input, a wrong ``field``) leaves a manifest that
+lists no shard: the next run, with or without ``resume``, starts over with its own settings.
+A run holds an exclusive lock on OUTDIR (``flock`` on the directory, released when the process
+ends, however it ends): a second run into the same directory fails at once.
 """
 
 from __future__ import annotations
@@ -99,6 +104,8 @@ _LLMC_HEADER = {_U16.str: (20240520, 1), _U32.str: (20240801, 7)}
 _MEGATRON_HEADER = b"MMIDIDX\x00\x00"
 _MEGATRON_CODE = {_U16.str: 8, _I32.str: 4}
 _NPY_HEADER_BYTES = 128
+# shard_000000 ... shard_999999: six digits, so that sorting the names gives document order
+_MAX_SHARDS = 10**6
 _INPUT_SUFFIXES = (".txt", ".txt.gz", ".md", ".text", ".parquet", ".jsonl", ".jsonl.gz",
                    ".jsonl.zst", ".json.gz", ".ndjson")
 
@@ -127,7 +134,7 @@ def parse_size(s: Union[str, int]) -> int:
                 break
         try:
             n = int(float(t) * mult) if t else -1
-        except ValueError:
+        except (ValueError, OverflowError):  # not a number, nan, inf
             raise ValueError(f"not a size: {s!r} (e.g. 1GB, 512MB, 100000000)") from None
     else:
         raise TypeError(f"a size must be an int or a string such as 1GB, got {type(s).__name__}")
@@ -524,6 +531,9 @@ class _Pipeline:
             if self.state.stop.is_set():
                 raise _Stop()
             if self.shard is None:
+                if len(self.manifest["shards"]) >= _MAX_SHARDS:
+                    raise ShardsError(f"more than {_MAX_SHARDS:,} shards (their names would no "
+                                      "longer sort in document order): use a larger shard size")
                 self.shard = _Shard(self.out, len(self.manifest["shards"]), self.fmt, self.dt,
                                     self.manifest["documents"])
             sh = self.shard
@@ -719,10 +729,28 @@ def read_manifest(outdir: PathLike) -> Dict[str, Any]:
 _SETTINGS = ("output_format", "dtype", "eos_id", "bos_id", "field", "shard_size")
 
 
+def _nothing_done(out: str, m: Optional[Dict[str, Any]] = None) -> bool:
+    """True when OUTDIR's manifest is that of a run that stopped (an error, Ctrl-C) before it
+    completed its first shard: there is nothing to keep, so a new run starts over even when its
+    settings differ (a typo in --field must not lock the directory)."""
+    if m is None:
+        try:
+            m = read_manifest(out)
+        except (OSError, ShardsError):
+            return False
+    return not m.get("shards") and not m.get("complete")
+
+
 def _resume_from(out: str, fresh: Dict[str, Any]) -> Dict[str, Any]:
     """The manifest to continue, checked against the settings of this run; removes what an
     interrupted run left that the manifest does not list."""
     old = read_manifest(out)
+    if _nothing_done(out, old):  # nothing to keep: this run starts over with its own settings
+        for f in os.listdir(out):
+            if f.startswith("shard_") or (f.startswith(".shard_") and f.endswith(".tmp")):
+                os.unlink(os.path.join(out, f))
+        _write_manifest(out, fresh)
+        return fresh
     diffs = [f"{k}: {old.get(k)!r} then, {fresh[k]!r} now" for k in _SETTINGS if old.get(k) != fresh[k]]
     if (old.get("tokenizer") or {}).get("sha256") != fresh["tokenizer"]["sha256"]:
         diffs.append("the tokenizer differs")
@@ -877,7 +905,43 @@ def tokenize_corpus(tokenizer: Any, inputs: Any, output: PathLike, *, format: st
         input_info = _check_paths(paths) if paths is not None else None
     out = os.fspath(output)
     _prepare_outdir(out)
+    lock = _lock_outdir(out)
+    try:
+        return _tokenize_locked(tok, out, format, dt, size, field, eos_t, bos_t, paths, docs,
+                                input_info, remote, num_threads, resume, progress, batch_chars)
+    finally:
+        os.close(lock)
 
+
+def _lock_outdir(out: str) -> int:
+    """An exclusive lock on OUTDIR (flock on the directory itself, no file added) for the run:
+    a second run into the same directory, in this process or another, fails at once instead of
+    deleting the first one's temporary files. The kernel releases it when the process ends,
+    however it ends."""
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no lock
+        return fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ShardsError(f"another run is writing to {out} (cnfmce tokenize / tokenize_corpus "
+                          "into the same directory); wait for it to end or use another "
+                          "directory") from None
+    except OSError:  # a file system without flock (some network ones): no lock
+        pass
+    return fd
+
+
+def _tokenize_locked(tok: Any, out: str, format: str, dt: np.dtype, size: int, field: str,
+                     eos_t: Optional[Tuple[int, Optional[str]]],
+                     bos_t: Optional[Tuple[int, Optional[str]]], paths: Optional[List[str]],
+                     docs: Optional[Iterable[str]], input_info: Optional[List[Dict[str, Any]]],
+                     remote: Any, num_threads: Optional[int], resume: bool, progress: bool,
+                     batch_chars: int) -> Dict[str, Any]:
+    """:func:`tokenize_corpus` once its arguments are checked and OUTDIR is locked."""
     fresh: Dict[str, Any] = {
         "format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "output_format": format,
         "dtype": _dtype_name(dt),
@@ -892,6 +956,8 @@ def tokenize_corpus(tokenizer: Any, inputs: Any, output: PathLike, *, format: st
         manifest = _resume_from(out, fresh)
     else:
         existing = sorted(f for f in os.listdir(out) if f == MANIFEST or f.startswith("shard_"))
+        if existing == [MANIFEST] and _nothing_done(out):
+            existing = []  # a run that stopped before its first shard: start over
         if existing:
             raise ShardsError(f"{out} already holds shards ({existing[0]}, ...); pass --resume "
                               "(resume=True) to continue that run, or use an empty directory")

@@ -44,6 +44,18 @@ impl<const N: usize> SlotKey for Words<N> {
     }
 }
 
+impl<const N: usize> Words<N> {
+    /// Writes the candidate's bytes to the start of `out` (at least `8 * N` bytes, padding
+    /// included) and returns its length.
+    #[inline]
+    pub(crate) fn write_to(&self, out: &mut [u8]) -> usize {
+        for (chunk, word) in out.chunks_exact_mut(8).zip(&self.w) {
+            chunk.copy_from_slice(&word.to_be_bytes());
+        }
+        (self.w[N - 1] & 0xFF) as usize
+    }
+}
+
 impl SlotKey for Box<[u8]> {
     fn empty() -> Self {
         Box::new([])
@@ -105,6 +117,8 @@ mod tests {
         v.push([vec![b'a'; 30], vec![0]].concat());
         v.sort();
         assert!(v.iter().all(|b| K32::from_bytes(b).bytes() == *b));
+        let mut buf = [0u8; 32];
+        assert!(v.iter().all(|b| { let n = K32::from_bytes(b).write_to(&mut buf); buf[..n] == b[..] }));
         let k32: Vec<K32> = v.iter().map(|b| K32::from_bytes(b)).collect();
         assert!(k32.windows(2).all(|w| w[0] < w[1]));
     }

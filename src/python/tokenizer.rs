@@ -218,11 +218,9 @@ impl PyCoreTokenizer {
     }
 
     /// A new tokenizer over the same vocabulary with other options.
-    fn with_options(&self, py: Python<'_>, options: &Bound<'_, PyOptions>) -> PyResult<Self> {
-        let entries: Vec<(u32, Vec<u8>)> =
-            self.inner.vocab().iter().map(|(i, t)| (i, t.to_vec())).collect();
-        let specials = self.inner.specials().to_vec();
-        Self::build(py, entries, specials, options.get().inner)
+    /// The vocabulary and its automaton are shared with `self`, only the costs change.
+    fn with_options(&self, options: &Bound<'_, PyOptions>) -> Self {
+        PyCoreTokenizer::wrap(self.inner.with_options(options.get().inner))
     }
 
     #[pyo3(signature = (text, allowed=None))]
