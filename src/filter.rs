@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rayon::prelude::*;
 
 use crate::error::Error;
-use crate::mce::{Encoder, Options, Scratch};
+use crate::mce::{Encoder, Options};
 use crate::vocab::Vocab;
 
 /// Usage counting over a raw vocabulary whose ids are its counting-phase ranks.
@@ -151,10 +151,11 @@ impl Filter {
 fn count_usage(encoder: &Encoder, docs: &[&[u8]], usage: &[AtomicU64]) -> u64 {
     docs.par_iter()
         .map_init(
-            || (Scratch::default(), Vec::new()),
-            |(scratch, out), doc| {
+            Vec::new,
+            |out, doc| {
                 out.clear();
-                encoder.encode_into(doc, scratch, out);
+                // The thread's buffers (and piece cache) outlive the rayon split.
+                crate::mce::with_thread_scratch(|scratch| encoder.encode_into(doc, scratch, out));
                 for &id in out.iter() {
                     usage[id as usize].fetch_add(1, Ordering::Relaxed);
                 }

@@ -289,7 +289,8 @@ const PIECE_MAX: usize = 16;
 /// Most tokens a cached piece's path may hold.
 const PIECE_TOKENS: usize = 6;
 /// The piece cache has `2^CACHE_BITS` entries (64 bytes each).
-const CACHE_BITS: u32 = 15;
+/// Small in tests, so that the randomized comparisons evict and collide entries often.
+const CACHE_BITS: u32 = if cfg!(test) { 4 } else { 17 };
 
 /// One solved piece: its bytes and unit starts (the key), and the program's choices along its
 /// path (ids, lengths, which are partial crossings), valid while `D[q] < x_max`.
@@ -311,6 +312,13 @@ struct PieceEntry {
 }
 
 impl PieceEntry {
+    /// Whether this is the entry of the piece `k` (same bytes, same unit starts); its margin
+    /// is checked apart.
+    #[inline(always)]
+    fn holds(&self, k: &PieceKey) -> bool {
+        self.len as usize == k.q - k.p && self.starts == k.starts && self.key == k.key
+    }
+
     const EMPTY: PieceEntry = PieceEntry {
         key: 0,
         len: 0,
@@ -378,6 +386,28 @@ pub struct Scratch {
     cache: PieceCache,
 }
 
+/// Runs `f` with this thread's scratch buffers, which persist across calls (so does their piece
+/// cache); a fresh set when they are already in use (a nested call). Buffers that grew beyond
+/// 4 MiB of input are freed afterwards.
+pub fn with_thread_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+    }
+    let mut f = Some(f);
+    let r = SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut scratch) => {
+            let r = (f.take().expect("called once"))(&mut scratch);
+            scratch.shrink(1 << 22);
+            Some(r)
+        }
+        Err(_) => None,
+    });
+    match r {
+        Some(r) => r,
+        None => (f.take().expect("called once"))(&mut Scratch::default()),
+    }
+}
+
 impl Scratch {
     /// Frees the buffers when they grew beyond `max_bytes` of input (after a huge text), so
     /// an idle thread does not keep hundreds of megabytes.
@@ -438,7 +468,7 @@ impl Encoder {
     /// Encodes `text` into a new vector.
     pub fn encode(&self, text: &[u8]) -> Vec<u32> {
         let mut out = Vec::new();
-        self.encode_into(text, &mut Scratch::default(), &mut out);
+        with_thread_scratch(|scratch| self.encode_into(text, scratch, &mut out));
         out
     }
 
@@ -482,8 +512,15 @@ impl Encoder {
                 nb += 1;
                 end = k.p;
             }
-            for k in &batch[..nb] {
-                x = if k.short { self.short_piece(text, k, x, scratch) } else { self.long_piece(text, k.p, k.q, x, scratch) };
+            // The short pieces missing from the cache are walked together (see `walk_missing`).
+            let mut walks = [[NONE; PIECE_MAX]; PIECE_BATCH];
+            let walked = self.walk_missing(text, &batch[..nb], &scratch.cache, &mut walks);
+            for (m, k) in batch[..nb].iter().enumerate() {
+                x = if k.short {
+                    self.short_piece(text, k, x, (walked >> m & 1 != 0).then_some(&walks[m]), scratch)
+                } else {
+                    self.long_piece(text, k.p, k.q, x, scratch)
+                };
             }
             q = end;
         }
@@ -589,16 +626,55 @@ impl Encoder {
         PieceKey { p, q, short: true, key, starts: bits, slot: PieceCache::slot(key, len, bits) }
     }
 
+    /// Walks the short pieces of `batch` that the cache does not hold (bit `m` of the result set
+    /// for `batch[m]`), filling `walks[m][i - p]` with the first match at each position `i` of
+    /// the piece: the walk from the root at `q` that [`Self::piece_program`] needs. Each walk is
+    /// a chain of dependent memory loads; the walks of different pieces are independent, so
+    /// they advance in turn, one byte each, and their latencies overlap. A piece that an
+    /// earlier piece of the batch will put into the cache is walked for nothing; one whose
+    /// entry an earlier piece evicts is walked by `short_piece` itself.
+    #[inline(always)]
+    fn walk_missing(&self, text: &[u8], batch: &[PieceKey], cache: &PieceCache, walks: &mut [[u32; PIECE_MAX]; PIECE_BATCH]) -> u32 {
+        let ac = self.vocab.automaton();
+        let mut lanes = [(0usize, 0usize, 0usize); PIECE_BATCH];
+        let mut nl = 0;
+        let mut longest = 0;
+        let mut walked = 0u32;
+        for (m, k) in batch.iter().enumerate() {
+            if k.short && !cache.entries[k.slot].holds(k) {
+                lanes[nl] = (m, k.p, k.q);
+                nl += 1;
+                longest = longest.max(k.q - k.p);
+                walked |= 1 << m;
+            }
+        }
+        let mut st = [ac.root(); PIECE_BATCH];
+        for t in 0..longest {
+            for (l, &(m, p, q)) in lanes[..nl].iter().enumerate() {
+                if t < q - p {
+                    let i = q - 1 - t;
+                    st[l] = ac.next(st[l], text[i]);
+                    let first = ac.out(st[l]);
+                    crate::mem::prefetch(ac.pattern_ptr(first));
+                    walks[m][i - p] = first;
+                }
+            }
+        }
+        walked
+    }
+
     /// A piece of at most [`PIECE_MAX`] bytes: replayed from the cache when it holds the piece
     /// (same bytes, same unit starts) and its margin covers `x` = D[q]; otherwise solved by
-    /// [`Self::piece_program`] and remembered. Returns `D[p]`.
+    /// [`Self::piece_program`] (from the walk `walk` when given) and remembered. Returns `D[p]`.
     #[inline(always)]
-    fn short_piece(&self, text: &[u8], k: &PieceKey, x: f64, scratch: &mut Scratch) -> f64 {
-        let (p, q, len) = (k.p, k.q, k.q - k.p);
+    fn short_piece(&self, text: &[u8], k: &PieceKey, x: f64, walk: Option<&[u32; PIECE_MAX]>, scratch: &mut Scratch) -> f64 {
+        let (p, q) = (k.p, k.q);
         let (key, starts_bits, slot) = (k.key, k.starts, k.slot);
 
         let e = &scratch.cache.entries[slot];
-        if e.len as usize == len && e.starts == starts_bits && e.key == key && x < e.x_max {
+        #[cfg(test)]
+        tests::BRANCHES.with(|b| b.borrow_mut()[usize::from(e.holds(k) && x < e.x_max) * 2 + usize::from(walk.is_some())] += 1);
+        if e.holds(k) && x < e.x_max {
             // The cached choices are the program's for this D[q] (see PieceCache); D[p] is
             // their costs added right to left onto x, as the program adds them.
             let mut d = x;
@@ -616,7 +692,20 @@ impl Encoder {
             }
             return d;
         }
-        let (d, entry) = self.piece_program(text, p, q, x, scratch);
+        let mut own = [NONE; PIECE_MAX];
+        let walk = match walk {
+            Some(w) => w,
+            None => {
+                let ac = self.vocab.automaton();
+                let mut state = ac.root();
+                for i in (p..q).rev() {
+                    state = ac.next(state, text[i]);
+                    own[i - p] = ac.out(state);
+                }
+                &own
+            }
+        };
+        let (d, entry) = self.piece_program(p, q, x, walk, scratch);
         if let Some(mut entry) = entry {
             entry.key = key;
             entry.starts = starts_bits;
@@ -638,7 +727,9 @@ impl Encoder {
     /// and its runner-up here satisfies `g > 2 (L + 1) u (S + S')`, with `S' = S - x + x'`, the
     /// program makes the same decisions at `x'`. The entry stores the largest such `x'` with a
     /// factor 2 of slack; a gap of 0 (a tie decided by the tie rule) is never reused.
-    fn piece_program(&self, text: &[u8], p: usize, q: usize, x: f64, scratch: &mut Scratch) -> (f64, Option<PieceEntry>) {
+    ///
+    /// `walk[i - p]` is the first match at `i` of the walk from the root at `q`.
+    fn piece_program(&self, p: usize, q: usize, x: f64, walk: &[u32; PIECE_MAX], scratch: &mut Scratch) -> (f64, Option<PieceEntry>) {
         let ac = self.vocab.automaton();
         let costs = self.costs;
         let starts = &scratch.starts[..];
@@ -648,13 +739,11 @@ impl Encoder {
         let mut partial = [false; PIECE_MAX];
         d[len] = x;
         let mut units = UnitWindow::new(q);
-        let mut state = ac.root();
         for i in (p..q).rev() {
-            state = ac.next(state, text[i]);
             units.enter(starts[i] != 0, starts[i + 1] != 0);
             let (mut best, mut id, mut blen, mut bpart) = (f64::INFINITY, 0u32, 0u32, false);
             let mut sec = f64::INFINITY;
-            let mut c = ac.out(state);
+            let mut c = walk[i - p];
             while c != NONE {
                 let pc = ac.pattern(c);
                 c = pc.next;
@@ -1052,6 +1141,7 @@ mod tests {
 
     #[test]
     fn piece_cache_matches_reference() {
+        BRANCHES.with(|b| *b.borrow_mut() = [0; 4]);
         // Vocabularies over a few letters with some byte pairs inside no token, so that texts
         // split into pieces; one Scratch (one cache) over many texts and two encoders, so that
         // pieces are replayed from the cache: the same piece at the start and end of texts, in
@@ -1123,6 +1213,16 @@ mod tests {
                 }
             }
         }
+        // Every branch of `short_piece` ran: solved without a walk (evicted by an earlier piece
+        // of its batch, or its margin too small) and with one, replayed without a walk and
+        // after a walk for nothing (an earlier piece of the batch cached it).
+        let b = BRANCHES.with(|b| *b.borrow());
+        assert!(b.iter().all(|&c| c > 0), "{b:?}");
+    }
+
+    thread_local! {
+        /// How often `short_piece` took each branch: index 2 * replayed + walked.
+        pub(super) static BRANCHES: std::cell::RefCell<[u64; 4]> = const { std::cell::RefCell::new([0; 4]) };
     }
 
     #[test]

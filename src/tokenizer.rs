@@ -59,13 +59,14 @@ pub(crate) fn map_texts<'a, R: Send, E: Send>(
 ) -> Result<Vec<R>, (usize, E)> {
     par_map_largest_first(
         sizes,
-        || (Scratch::default(), Vec::new()),
-        |(scratch, buf), i| {
+        Vec::new,
+        |buf, i| {
             let t = match text(i, buf).map_err(|e| (i, e))? {
                 Some(t) => t,
                 None => &buf[..],
             };
-            Ok(f(t, scratch))
+            // The thread's own buffers: they (and their piece cache) outlive the call.
+            Ok(crate::mce::with_thread_scratch(|scratch| f(t, scratch)))
         },
     )
     .into_iter()
@@ -238,17 +239,8 @@ impl Tokenizer {
 
     /// Encodes `text` into a new vector, reusing this thread's scratch buffers.
     pub fn encode(&self, text: &[u8], allowed: Option<&SpecialMatcher>) -> Vec<u32> {
-        thread_local! {
-            static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
-        }
         let mut out = Vec::with_capacity(text.len() / 4 + 1);
-        SCRATCH.with(|s| match s.try_borrow_mut() {
-            Ok(mut scratch) => {
-                self.encode_into(text, allowed, &mut scratch, &mut out);
-                scratch.shrink(1 << 22);
-            }
-            Err(_) => self.encode_into(text, allowed, &mut Scratch::default(), &mut out),
-        });
+        crate::mce::with_thread_scratch(|scratch| self.encode_into(text, allowed, scratch, &mut out));
         out
     }
 
