@@ -304,7 +304,7 @@ def report(res: Dict[str, Any]) -> str:
             f"mix-{size}", f"{nbytes / 1e6:.1f}",
             f"{med['local']:.1f} ({rng['local']}, n={len(runs['local'])})",
             f"{med['ray']:.1f} ({rng['ray']}, n={len(lr)})",
-            f"**{med['ray'] / med['local']:.2f}x**",
+            f"**{med['ray'] / med['local']:.2f}x**", f"**{cpu_ray / cpu_local:.2f}x**",
             gib(max(r["driver_peak_rss_kib"] for r in runs["local"])),
             gib(max(r["driver_peak_rss_kib"] for r in lr)),
             gib(max(r["worker_peak_rss_kib"] for r in lr)),
@@ -319,7 +319,8 @@ def report(res: Dict[str, Any]) -> str:
             " / ".join(f"{x['kept_from_partitions']:,}" for x in lr[0]["rounds"]),
             gib(max(r["daemons_peak_rss_kib"] for r in lr))])
     out.append("")
-    out.append(table(["corpus", "MB", "local s (range, n)", "ray s (range, n)", "ray/local",
+    out.append(table(["corpus", "MB", "local s (range, n)", "ray s (range, n)", "ray/local wall",
+                      "ray/local CPU",
                       "local peak RSS", "ray driver peak RSS", "ray worker peak RSS (max)",
                       "shuffled (map→reduce)", "same vocab", "load 1-min"], rows))
     out.append("")
