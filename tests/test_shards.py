@@ -539,6 +539,45 @@ def test_cli_tokenize(corpus, tmp_path, capsys):
     assert rc == 1 and "too many for uint16" in capsys.readouterr().err
 
 
+def test_progress_bar_follows_the_written_documents(tok16, tmp_path, monkeypatch):
+    """The bar shows the input behind the documents written, not the reader's lookahead (a few
+    batches: with it the bar reached 100 % and its ETA 0 while documents were still encoding)."""
+    import time
+    import cnfmce.shards as shards
+    doc = "the cat sat on a mat. " * 500  # 11 KB
+    f = tmp_path / "big.jsonl"
+    line = (json.dumps({"text": doc}) + "\n").encode()
+    n = 550  # 6 MB
+    f.write_bytes(line * n)
+    seen = []
+    show = shards._Pipeline._show
+
+    def recording_show(self):
+        show(self)
+        seen.append((self.bar.pos, self.docs_done))
+    add = shards._Shard.add
+
+    def slow_add(self, *a):  # a slow disk: the reader runs ahead as far as the pipeline lets it
+        time.sleep(0.05)
+        add(self, *a)
+    closed = []
+    close = shards._Bar.close
+
+    def recording_close(self):
+        closed.append(self.pos)
+        close(self)
+    monkeypatch.setattr(shards._Bar, "close", recording_close)
+    monkeypatch.setattr(shards._Pipeline, "_show", recording_show)
+    monkeypatch.setattr(shards._Shard, "add", slow_add)
+    cnfmce.tokenize_corpus(tok16, [f], tmp_path / "o", format="npy", batch_chars=750_000,
+                           progress=True)
+    # the reader's position (reported every MB, its buffer 1 MB ahead) may lead the written
+    # documents by about 1 MB, not by the batches waiting to be encoded (about 3 MB here)
+    lead = max(pos - docs * len(line) for pos, docs in seen)
+    assert lead <= 1.25 * 2**20, lead / 2**20
+    assert closed == [f.stat().st_size]  # and it ends at 100 %
+
+
 def test_tokenizer_hash(tok16, tmp_path):
     from cnfmce.shards import tokenizer_sha256
     tok16.save(tmp_path / "t.json.gz")

@@ -355,6 +355,9 @@ class _Batch:
     # (ids, starts, UTF-8 sizes) when the batch was encoded elsewhere (backend="ray"): texts is
     # then empty
     encoded: Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]] = None
+    # the progress bar's input position (stored bytes of all files) once the batch is written:
+    # the bar shows what is written, not what the reader has read ahead
+    input_pos: Optional[int] = None
 
     def end_after(self, j: int) -> List[int]:
         """[file index, documents read from that file] once document ``j`` of the batch is done."""
@@ -451,6 +454,7 @@ class _Pipeline:
         self.shard: Optional[_Shard] = None
         self.lock = threading.Lock()
         self.tokens_done = manifest["tokens"]
+        self.input_done: Optional[int] = None
         self.docs_done = manifest["documents"]
         self.text_done = manifest["text_bytes"]
 
@@ -510,6 +514,8 @@ class _Pipeline:
                         raise _Stop()
                 e, slot.result = slot.result, None
                 self._write(e)
+                if e.batch.input_pos is not None:
+                    self.input_done = e.batch.input_pos
         except _Stop:
             pass
         except BaseException as e:  # noqa: BLE001
@@ -621,9 +627,12 @@ class _Pipeline:
 
     def _show(self) -> None:
         if self.bar is not None:
+            # the counts first: the bar's refresh (in advance) then shows them with the position
+            self.bar.postfix_now(self.docs_done, self.tokens_done, self.text_done)
             if self.bar.bar.total is None:  # documents given in memory: count their text
                 self.bar.advance(self.text_done - self.bar.pos)
-            self.bar.postfix_now(self.docs_done, self.tokens_done, self.text_done)
+            elif self.input_done is not None:  # files: the input behind the written documents
+                self.bar.advance(self.input_done - self.bar.pos)
 
 
 # --- inputs -------------------------------------------------------------------------------------
@@ -674,6 +683,9 @@ def _read_batches(paths: Optional[List[str]], docs: Optional[Iterable[str]], fie
     texts: List[str] = []
     segments: List[Tuple[int, int, int]] = []
     chars = 0
+
+    def batch() -> _Batch:
+        return _Batch(texts, segments, input_pos=bar.read if bar is not None and paths else None)
     for fi, it in sources:
         k = 0
         if fi == f0 and skip:
@@ -692,13 +704,13 @@ def _read_batches(paths: Optional[List[str]], docs: Optional[Iterable[str]], fie
             texts.append(d)
             chars += len(d)
             if chars >= batch_chars:
-                yield _Batch(texts, segments)
+                yield batch()
                 k += len(texts) - segments[-1][0]
                 texts, chars = [], 0
                 segments = [(0, fi, k)]
         k += len(texts) - segments[-1][0]
     if texts:
-        yield _Batch(texts, segments)
+        yield batch()
 
 
 # --- manifest -----------------------------------------------------------------------------------
@@ -811,6 +823,7 @@ class _Bar:
                         smoothing=0.1)
         self.base = 0
         self.pos = done
+        self.read = done  # input position of the reader (ahead of what is written)
         self.text0: Optional[int] = None
         self.sizes: List[int] = []
 
@@ -818,15 +831,13 @@ class _Bar:
         base = sum(self.sizes[:fi])
 
         def hook(raw_pos: int) -> None:
-            new = base + raw_pos
-            if new > self.pos:
-                self.bar.update(new - self.pos)
-                self.pos = new
+            self.read = max(self.read, base + raw_pos)
         return hook
 
     def advance(self, n: int) -> None:
-        self.pos += n
-        self.bar.update(n)
+        if n > 0:
+            self.pos += n
+            self.bar.update(n)
 
     def postfix_now(self, docs: int, tokens: int, text: int) -> None:
         if self.text0 is None:
@@ -991,6 +1002,8 @@ def _tokenize_locked(tok: Any, out: str, format: str, dt: np.dtype, size: int, f
             pipe.run(remote.batches(start, bar))
         else:
             pipe.run(_read_batches(paths, docs, field, start, batch_chars, bar))
+            if bar is not None:  # everything is written: the whole input
+                bar.advance(bar.read - bar.pos)
     finally:
         if bar is not None:
             bar.close()
