@@ -37,23 +37,27 @@ BATCH_BYTES = 4 << 20
 
 # --- documents --------------------------------------------------------------------------------
 
-def iter_docs(paths: Sequence[Path]) -> Iterable[Dict[str, Any]]:
+def iter_docs(paths: Sequence[Path], step: int = 1) -> Iterable[Dict[str, Any]]:
+    """The documents of ``paths`` in order; with ``step`` > 1, every ``step``-th one (0, step, ...)."""
+    i = 0
     for p in paths:
         cat = Path(p).parent.name
         for d in C.read_jsonl(Path(p)):
-            d["category"] = cat
-            yield d
+            if i % step == 0:
+                d["category"] = cat
+                yield d
+            i += 1
 
 
-def batches(paths: Sequence[Path], key: Optional[Callable[[Dict[str, Any]], str]] = None
-            ) -> Iterable[Tuple[Optional[str], List[str]]]:
+def batches(paths: Sequence[Path], key: Optional[Callable[[Dict[str, Any]], str]] = None,
+            step: int = 1) -> Iterable[Tuple[Optional[str], List[str]]]:
     """(group, texts) batches of about ``BATCH_BYTES``; with ``key``, documents are grouped by
     ``key(doc)`` (all documents of a group in consecutive batches, groups in sorted order), which
     reads the files once per group... so only use it on the protocol's files (a few MB each)."""
     if key is None:
         batch: List[str] = []
         size = 0
-        for d in iter_docs(paths):
+        for d in iter_docs(paths, step):
             batch.append(d["text"])
             size += len(d["text"])
             if size >= BATCH_BYTES:
@@ -63,7 +67,7 @@ def batches(paths: Sequence[Path], key: Optional[Callable[[Dict[str, Any]], str]
             yield None, batch
         return
     groups: Dict[str, List[str]] = {}
-    for d in iter_docs(paths):
+    for d in iter_docs(paths, step):
         groups.setdefault(key(d), []).append(d["text"])
     for g in sorted(groups):
         texts = groups.pop(g)
@@ -159,7 +163,7 @@ def make_filter(ranked: Sequence[bytes], num_threads: Optional[int] = None):
 
 def usage_pass(ranked: Sequence[bytes], paths: Sequence[Path],
                key: Optional[Callable[[Dict[str, Any]], str]] = None,
-               num_threads: Optional[int] = None) -> Dict[str, Any]:
+               num_threads: Optional[int] = None, step: int = 1) -> Dict[str, Any]:
     """MCE over the documents of ``paths`` with vocabulary ``ranked`` (id = position).
 
     Returns ``{"usage": int64 array, "tokens": N, "bytes": B, "seconds": s}`` and, with ``key``,
@@ -184,7 +188,7 @@ def usage_pass(ranked: Sequence[bytes], paths: Sequence[Path],
             nz = np.nonzero(u)[0]
             groups[g] = {"ids": nz, "counts": u[nz], "tokens": blk.tokens, "bytes": blk.bytes}
 
-    for g, texts in batches(paths, key):
+    for g, texts in batches(paths, key, step):
         if acc is not None and g != cur:
             close(cur, acc)
             acc = None
@@ -232,7 +236,7 @@ def top_by(score: np.ndarray, ranked: Sequence[bytes], k: int,
 
 
 def cached_usage(tag: str, name: str, ranked: Sequence[bytes], paths: Sequence[Path],
-                 grouped: bool = True) -> Dict[str, Any]:
+                 grouped: bool = True, step: int = 1) -> Dict[str, Any]:
     """:func:`usage_pass` (grouped by :func:`cat_lang`), cached in
     ``experiments/out/cnfx/<tag>/<name>.usage.npz`` (the caller names the vocabulary uniquely)."""
     d = OUT / tag
@@ -244,6 +248,8 @@ def cached_usage(tag: str, name: str, ranked: Sequence[bytes], paths: Sequence[P
         h.update(t)
     params = {"vocab_sha": h.hexdigest(), "n": len(ranked), "paths": [str(x) for x in paths],
               "grouped": grouped}
+    if step != 1:
+        params["step"] = step
     # a grouped pass also serves ungrouped requests
     for g in ([True, False] if not grouped else [True]):
         pg = d / f"{name}.usage{'' if g else '-flat'}.npz"
@@ -262,7 +268,7 @@ def cached_usage(tag: str, name: str, ranked: Sequence[bytes], paths: Sequence[P
     p = d / f"{name}.usage{'' if grouped else '-flat'}.npz"
     meta_p = p.with_suffix(".json")
     print(f"[{tag}] usage pass {name} ({len(ranked):,} tokens) ...", flush=True)
-    r = usage_pass(ranked, paths, cat_lang if grouped else None)
+    r = usage_pass(ranked, paths, cat_lang if grouped else None, step=step)
     arrs = {"usage": r["usage"]}
     gm = {}
     for g, v in r.get("groups", {}).items():

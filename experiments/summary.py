@@ -181,6 +181,18 @@ def ablation_par(r: Dict[str, Any], link: str) -> str:
     return s
 
 
+ISSUE13 = """
+**Chinese and multilingual text (issue 13).** These pages use the held-out-by-package protocol
+([protocol.md](protocol.md)): vocabularies are trained on the shared training text without some
+whole source packages and evaluated both *in-domain* and *held-out-by-package*.
+[diagnosis.md](diagnosis.md): why the paper's CNF loses its edge on zh and multi (per language,
+script and token length); [selection.md](selection.md): the selection variants measured and the
+raw vocabulary multiples (the table that chose `RAW_VOCAB_PER_TOKEN`);
+[generalisation.md](generalisation.md): before/after with `cnfmce.train` itself
+(`python experiments/generalisation.py`), per category and per language.
+"""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true")
@@ -227,6 +239,7 @@ def main() -> None:
         if res[n] is not None:
             lines.append(pars[n](res[n], "") + "\n")
     lines.append(common_caveats(res))
+    lines.append(ISSUE13)
     # the section for the main README
     lines.append("\n## For the main README\n")
     lines.append("```markdown")

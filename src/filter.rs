@@ -65,6 +65,11 @@ impl Filter {
         self.encoder.vocab()
     }
 
+    /// The MCE encoder over the raw vocabulary.
+    pub fn encoder(&self) -> &Encoder {
+        &self.encoder
+    }
+
     /// Encodes a batch of documents (parallel on the current rayon pool) and adds the usage.
     pub fn add(&mut self, docs: &[&[u8]]) {
         self.tokens += count_usage(&self.encoder, docs, &self.usage);

@@ -42,6 +42,7 @@ mod mce;
 mod mem;
 mod options;
 mod probe;
+mod refine;
 mod spill;
 mod tokenizer;
 mod train;
@@ -61,6 +62,7 @@ pub(crate) use error::show_bytes;
 pub use filter::{BlockUsage, Filter, Selected};
 pub use mce::{token_preference, Encoder, Scratch};
 pub use options::{Algorithm, Options, DEFAULT_BOUNDARY_PENALTY};
+pub use refine::{SelectionRule, CHAR_COVERAGE, CHAR_COVERAGE_SHARE, REFINE_STEPS};
 pub use tokenizer::{OffsetUnit, SpecialMatcher, Tokenizer};
 pub use train::{
     default_raw_vocab_size, train, FilterStats, Pass, PassStats, TrainConfig, Trained, Trainer, BATCH_BYTES,

@@ -577,6 +577,24 @@ def test_tiktoken_adapter(tiktoken_o200k):
     assert r["vocab_size"] == 200_000
 
 
+def test_tiktoken_spec_without_local_file_or_network_is_a_clear_error(monkeypatch, tmp_path):
+    # no NAME.tiktoken in vocab_dir / $CNFMCE_VOCABS and tiktoken's own loader failing (no network
+    # here): an OSError naming the encoding and the fix, not a raw HTTPS traceback
+    tiktoken = pytest.importorskip("tiktoken")
+
+    def offline(name):
+        raise ConnectionError("HTTPSConnectionPool(host='openaipublic.blob.core.windows.net'): "
+                              "Max retries exceeded")
+    monkeypatch.setattr(tiktoken, "get_encoding", offline)
+    monkeypatch.delenv("CNFMCE_VOCABS", raising=False)
+    with pytest.raises(OSError, match=r"'o200k_base'.*CNFMCE_VOCABS.*ConnectionError"):
+        load_encoder("tiktoken:o200k_base", vocab_dir=tmp_path)
+    # an unknown name keeps tiktoken's own ValueError
+    monkeypatch.setattr(tiktoken, "get_encoding", lambda n: (_ for _ in ()).throw(ValueError("Unknown encoding")))
+    with pytest.raises(ValueError, match="Unknown encoding"):
+        load_encoder("tiktoken:nope_base", vocab_dir=tmp_path)
+
+
 def test_hf_adapter_qwen(hf_qwen):
     enc = as_encoder(hf_qwen)
     assert isinstance(enc, HFEncoder) and enc.byte_level

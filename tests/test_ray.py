@@ -212,3 +212,15 @@ def test_tokenize_corpus_files_equal_local(cluster, corpus, local, tmp_path, fmt
     cnfmce.tokenize_corpus(tok, corpus, tmp_path / "ray", format=fmt, shard_size=300_000,
                            backend="ray", resume=True, block_size=90_000)
     assert _files(tmp_path / "ray") == _files(tmp_path / "local")
+
+
+def test_refined_selection_equals_local(cluster, corpus):
+    # selection="refined" (issue 13): the filtering pass and every refining pass run on the
+    # cluster give the local vocabulary
+    counts = cnfmce.count(corpus, raw_vocab_size=RAW, progress=False)
+    kw = dict(vocab_size=VOCAB, progress=False, selection="refined")
+    want = cnfmce.train_from_counts(counts, corpus, **kw)
+    tok = cnfmce.train_from_counts(counts, corpus, backend="ray", **kw)
+    assert vocabulary(tok) == vocabulary(want)
+    assert tok.metadata["selection"] == "refined"
+    assert len(tok.metadata["refining"]) == len(want.metadata["refining"]) >= 1

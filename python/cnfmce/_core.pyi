@@ -125,7 +125,7 @@ class Counter:
     def result(self) -> Tuple[List[bytes], List[int]]: ...
 
 _Pass = Tuple[str, Optional[int], Optional[_Round]]
-"""("count", index, round) or ("filter", None, None)."""
+"""("count", index, round), ("filter", None, None) or ("refine", index, None)."""
 
 class Trainer:
     """A CNF training run owned by the core: counting rounds, filtering, selection, special
@@ -140,6 +140,7 @@ class Trainer:
         memory_budget: int = ...,
         tmp_dir: Optional[str] = None,
         num_threads: Optional[int] = None,
+        selection: Optional[str] = None,
     ) -> None: ...
     def use_counts(self, tokens: Sequence[bytes], counts: Sequence[int]) -> None: ...
     @property

@@ -383,7 +383,17 @@ def _tiktoken_encoding(name: str, path: Optional[Path]) -> Any:
     read from ``path`` when given (no download), else ``tiktoken.get_encoding(name)``."""
     import tiktoken
     if path is None:
-        return tiktoken.get_encoding(name)
+        try:
+            return tiktoken.get_encoding(name)
+        except ValueError:
+            raise
+        except Exception as e:  # tiktoken downloads the ranks (requests/blobfile errors)
+            raise OSError(
+                f"tiktoken could not load the encoding {name!r}: no {name}.tiktoken file in "
+                f"vocab_dir or $CNFMCE_VOCABS, and tiktoken's own download/cache failed "
+                f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}). Put "
+                f"{name}.tiktoken in a directory and pass it as vocab_dir (or set CNFMCE_VOCABS), "
+                f"or give the file as tiktoken:PATH") from e
     from tiktoken_ext import openai_public
 
     from .formats import parse_tiktoken
@@ -466,7 +476,8 @@ def load_encoder(spec: EncoderSpec, *, name: Optional[str] = None,
     ``tiktoken:NAME``
         tiktoken's encoding ``NAME`` (e.g. ``o200k_base``) with its own regex and BPE. The ranks
         come from ``NAME.tiktoken`` (or ``.tiktoken.gz``) in ``vocab_dir`` or ``$CNFMCE_VOCABS``
-        when present (no download), else from ``tiktoken.get_encoding``.
+        when present (no download), else from ``tiktoken.get_encoding`` (an ``OSError`` saying so
+        when that fails, e.g. with no network).
     ``tiktoken:PATH``
         the same with the ranks read from ``PATH``; the file name (``o200k_base.tiktoken``)
         names the encoding whose regex and special tokens are used.

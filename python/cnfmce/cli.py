@@ -2,7 +2,7 @@
 
 ::
 
-    cnfmce train -o TOKENIZER --vocab-size N [--raw-vocab-size M] [--threads T] INPUT...
+    cnfmce train -o TOKENIZER --vocab-size N [--raw-vocab-size M] [--selection paper|refined] [--threads T] INPUT...
     cnfmce count -o COUNTS [--raw-vocab-size M] [--threads T] INPUT...
     cnfmce train -o TOKENIZER --vocab-size N --counts COUNTS INPUT...
     cnfmce encode -t TOKENIZER [INPUT...]     # one JSON list of ids per input document
@@ -158,7 +158,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.counts and not os.path.isfile(args.counts):
         raise FileNotFoundError(f"no such counts file: {args.counts}" if not os.path.exists(args.counts)
                                 else f"the counts file is a directory: {args.counts}")
-    opts = dict(algorithm=args.algorithm, boundary_penalty=args.boundary_penalty)
+    opts = dict(algorithm=args.algorithm, boundary_penalty=args.boundary_penalty,
+                selection=args.selection)
     if args.counts and (args.rounds is not None or args.memory_limit is not None):
         raise ValueError("--rounds and --memory-limit apply to counting; they cannot be combined "
                          "with --counts (the counts are already made)")
@@ -350,6 +351,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--memory-limit", type=_size, default=None, metavar="SIZE", help="memory bound for counting, e.g. 8G (default: a sixth of the RAM, at least 1G)")
     t.add_argument("--rounds", type=_rounds, default=None, help="counting rounds, e.g. 1-12:0,13-21:80,22-30:80")
     t.add_argument("--algorithm", choices=["mce", "fmm"], default="mce", help="encoding algorithm saved with the tokenizer")
+    t.add_argument("--selection", choices=["paper", "refined"], default="paper",
+                   help="how the vocabulary is chosen: the paper's single filtering pass (paper, the "
+                        "default) or refined (character coverage, refining passes, tokens saved; "
+                        "better compression, most on multilingual text)")
     t.add_argument("--boundary-penalty", type=_penalty, default=DEFAULT_BOUNDARY_PENALTY, metavar="LAMBDA",
                    help=f"λ (default {DEFAULT_BOUNDARY_PENALTY})")
     t.add_argument("inputs", nargs="+", metavar="INPUT", help=inputs_help)

@@ -889,6 +889,13 @@ def _filter_and_finish(run: _Run, trainer: Any, opts: Any, meta: Dict[str, Any],
     raw = trainer.raw_tokens()
     filtering = run.filter_pass(raw, opts, trainer.end_pass_with_usage)
     del raw
+    refining = []
+    while trainer.next_pass() is not None:  # the refining passes of selection="refined"
+        kind, _, _ = trainer.begin_pass()
+        assert kind == "refine"
+        vocab = trainer.raw_tokens()
+        refining.append(run.filter_pass(vocab, opts, trainer.end_pass_with_usage))
+        del vocab
     core, report = trainer.finish()
     if report["warning"]:
         warnings.warn(report["warning"], RuntimeWarning, stacklevel=3)
@@ -896,7 +903,9 @@ def _filter_and_finish(run: _Run, trainer: Any, opts: Any, meta: Dict[str, Any],
     tok.metadata.update(meta)
     filtering.update(used_tokens=report["used_tokens"])
     tok.metadata.update(trainer="cnfmce", vocab_size=vocab_size,
-                        raw_vocabulary=report["raw_vocab_size"], filtering=filtering)
+                        raw_vocabulary=report["raw_vocab_size"], filtering=filtering,
+                        selection=report["selection"], refining=refining,
+                        covered_characters=report["covered_characters"])
     return tok
 
 
@@ -909,7 +918,7 @@ def train(inputs: Any, vocab_size: int = _core.DEFAULT_VOCAB_SIZE,
           tmp_dir: Optional[str] = None, *, ray_address: Optional[str] = None,
           field: str = "text", block_size: Optional[Union[int, str]] = None,
           num_partitions: Optional[int] = None, cpus_per_task: int = 1,
-          _kill_once: Optional[str] = None) -> Tokenizer:
+          _kill_once: Optional[str] = None, selection: str = "paper") -> Tokenizer:
     """:func:`cnfmce.train` on a Ray cluster (also ``cnfmce.train(..., backend="ray")``): the
     same vocabulary, byte for byte, whatever the number of workers, blocks and partitions.
     The Ray arguments are those of :func:`count`."""
@@ -918,7 +927,8 @@ def train(inputs: Any, vocab_size: int = _core.DEFAULT_VOCAB_SIZE,
     opts = _check_options(algorithm, boundary_penalty, token_preference)
     with _work_dir(None) as tmp:
         trainer = _core.Trainer(vocab_size, raw_vocab_size, rounds, special_tokens, opts,
-                                1 << 30, os.path.join(tmp, ""), _check_threads(num_threads))
+                                1 << 30, os.path.join(tmp, ""), _check_threads(num_threads),
+                                selection)
         try:
             _warn_rounds(trainer.rounds)
             run = _Run(inputs, ray_address, field, block_size, num_partitions, memory_limit,
@@ -945,7 +955,8 @@ def train_from_counts(counts: Any, inputs: Any, vocab_size: int = _core.DEFAULT_
                       algorithm: str = "mce", boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY,
                       token_preference: bool = True, tmp_dir: Optional[str] = None, *,
                       ray_address: Optional[str] = None, field: str = "text",
-                      block_size: Optional[Union[int, str]] = None, cpus_per_task: int = 1) -> Tokenizer:
+                      block_size: Optional[Union[int, str]] = None, cpus_per_task: int = 1,
+                      selection: str = "paper") -> Tokenizer:
     """:func:`cnfmce.train_from_counts` with the filtering pass on a Ray cluster (counts: a
     mapping, a counts file or parquet counts, as locally)."""
     from .counts import load_any_counts
@@ -954,7 +965,8 @@ def train_from_counts(counts: Any, inputs: Any, vocab_size: int = _core.DEFAULT_
     opts = _check_options(algorithm, boundary_penalty, token_preference)
     with _work_dir(None) as tmp:
         trainer = _core.Trainer(vocab_size, raw_vocab_size, None, special_tokens, opts,
-                                tmp_dir=os.path.join(tmp, ""), num_threads=_check_threads(num_threads))
+                                tmp_dir=os.path.join(tmp, ""), num_threads=_check_threads(num_threads),
+                                selection=selection)
         try:
             toks, vals = load_any_counts(counts, raw_vocab_size, tmp, _memory(None)[1])
             trainer.use_counts(toks, vals)

@@ -163,24 +163,33 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
                       num_threads: Optional[int] = None, progress: bool = True,
                       raw_vocab_size: Optional[int] = None, algorithm: str = "mce",
                       boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True,
-                      tmp_dir: Optional[str] = None, backend: str = "local",
+                      tmp_dir: Optional[str] = None, selection: str = "paper", backend: str = "local",
                       **backend_options: Any) -> Tokenizer:
-    """The filtering phase of CNF: encodes ``inputs`` once with MCE over the raw vocabulary
+    """The filtering phase of CNF: encodes ``inputs`` with MCE over the raw vocabulary
     (``counts``: a mapping bytes -> count, or the path of a counts file; the best
-    ``raw_vocab_size`` of them, all when None) and keeps the ``vocab_size - len(special_tokens)``
-    most used tokens, all 256 single bytes included, ids ordered by usage (ties by bytes);
-    special tokens get the last ids. ``counts`` may also be parquet counts (a ``.parquet`` file or
-    a directory of them; layout in :func:`cnfmce.load_counts`), read streaming. ``backend="ray"``
-    filters on a Ray cluster (:func:`cnfmce.ray.train_from_counts`)."""
+    ``raw_vocab_size`` of them, all when None) and keeps ``vocab_size - len(special_tokens)``
+    tokens, all 256 single bytes included, ids ordered by usage (ties by bytes); special tokens
+    get the last ids. ``counts`` may also be parquet counts (a ``.parquet`` file or a directory
+    of them; layout in :func:`cnfmce.load_counts`), read streaming. ``backend="ray"`` filters on
+    a Ray cluster (:func:`cnfmce.ray.train_from_counts`).
+
+    ``selection="paper"`` (the default, SPEC section 4) is the paper's rule: one pass, the most
+    used tokens. ``selection="refined"`` keeps the most frequent multi-byte characters, cuts the
+    raw vocabulary in steps (2x, 1.4x, 1.15x ``vocab_size``, then ``vocab_size``), encoding the
+    inputs again after each cut, and keeps at each cut the tokens that save the most tokens
+    (usage times the tokens the text needs without them); it compresses better, most on
+    multilingual text (``docs/results/selection.md``)."""
     if _backend(backend, backend_options, "train_from_counts") is not None:
         from . import ray as _ray_backend
         return _ray_backend.train_from_counts(counts, inputs, vocab_size, special_tokens, num_threads,
                                               progress, raw_vocab_size, algorithm, boundary_penalty,
-                                              token_preference, tmp_dir, **backend_options)
+                                              token_preference, tmp_dir, selection=selection,
+                                              **backend_options)
     opts = _check_options(algorithm, boundary_penalty, token_preference)
     with work_dir(tmp_dir) as tmp:
         trainer = _core.Trainer(vocab_size, raw_vocab_size, None, special_tokens, opts,
-                                tmp_dir=os.path.join(tmp, ""), num_threads=_check_threads(num_threads))
+                                tmp_dir=os.path.join(tmp, ""), num_threads=_check_threads(num_threads),
+                                selection=selection)
         try:
             trainer.use_counts(*load_any_counts(counts, raw_vocab_size, tmp, _memory(None)[1]))
             corpus = Corpus(inputs, tmp)
@@ -192,10 +201,12 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
 def _run(trainer: "_core.Trainer", corpus: "Corpus", progress: bool, meta: Dict[str, Any],
          vocab_size: int, counted: Optional[Any] = None) -> Tokenizer:
     """Runs the trainer's passes over the corpus (counting rounds, recorded in
-    ``meta["counting"]``, then ``counted()``, then filtering) and returns the tokenizer with the
-    run's metadata."""
+    ``meta["counting"]``, then ``counted()``, then filtering and the refining passes of
+    ``selection="refined"``) and returns the tokenizer with the run's metadata."""
     n = len(trainer.rounds)
     filtering: Dict[str, Any] = {}
+    refining: list = []
+    raw_size = None
     while True:
         step = trainer.next_pass()
         if step is None:
@@ -205,31 +216,39 @@ def _run(trainer: "_core.Trainer", corpus: "Corpus", progress: bool, meta: Dict[
             _counting_pass(corpus, k, n, r, trainer.add, trainer.end_pass,
                            lambda: trainer.table_bytes, progress, meta["counting"])
             continue
-        if counted is not None:
+        if kind == "filter" and counted is not None:
             counted()
-        bar = feed(corpus, "filter", progress, trainer.add)
+        label = "filter" if kind == "filter" else f"refine {k + 1}"
+        bar = feed(corpus, label, progress, trainer.add)
         try:
             st = trainer.end_pass()
         except BaseException:
             bar.close()
             raise
-        core, report = trainer.finish()
-        ntok, nbytes = report["tokens"], report["bytes"]
-        bar.close(f"  filter: {fmt_bytes(nbytes)} in {bar.seconds:.1f}s "
-                  f"({nbytes / max(bar.seconds, 1e-9) / 1e6:.2f} MB/s), raw vocabulary "
-                  f"{st['raw_vocab_size']:,}, {report['used_tokens']:,} of {core.num_regular:,} kept "
-                  f"tokens used, {nbytes / max(ntok, 1):.3f} bytes/token on the training text with "
-                  f"the raw vocabulary")
-        filtering = {"seconds": round(bar.seconds, 3), "bytes": nbytes, "tokens": ntok,
-                     "used_tokens": report["used_tokens"]}
-        if report["warning"]:
-            warnings.warn(report["warning"], RuntimeWarning, stacklevel=3)
-        tok = Tokenizer(core)
-        tok.metadata.update(meta)
-        tok.metadata.update(trainer="cnfmce", vocab_size=vocab_size,
-                            raw_vocabulary=st["raw_vocab_size"], filtering=filtering)
-        return tok
-    raise RuntimeError("the trainer ended without a filtering pass")  # pragma: no cover
+        ntok, nbytes = st["tokens"], st["bytes"]
+        what = "raw vocabulary" if kind == "filter" else "vocabulary"
+        bar.close(f"  {label}: {fmt_bytes(nbytes)} in {bar.seconds:.1f}s "
+                  f"({nbytes / max(bar.seconds, 1e-9) / 1e6:.2f} MB/s), {what} "
+                  f"{st['raw_vocab_size']:,}, {nbytes / max(ntok, 1):.3f} bytes/token on the "
+                  f"training text")
+        if kind == "filter":
+            raw_size = st["raw_vocab_size"]
+            filtering = {"seconds": round(bar.seconds, 3), "bytes": nbytes, "tokens": ntok}
+        else:
+            refining.append({"vocab_size": st["raw_vocab_size"], "seconds": round(bar.seconds, 3),
+                             "bytes": nbytes, "tokens": ntok})
+    if raw_size is None:  # pragma: no cover - the core always has a filtering pass
+        raise RuntimeError("the trainer ended without a filtering pass")
+    core, report = trainer.finish()
+    filtering["used_tokens"] = report["used_tokens"]
+    if report["warning"]:
+        warnings.warn(report["warning"], RuntimeWarning, stacklevel=3)
+    tok = Tokenizer(core)
+    tok.metadata.update(meta)
+    tok.metadata.update(trainer="cnfmce", vocab_size=vocab_size, raw_vocabulary=raw_size,
+                        filtering=filtering, selection=report["selection"],
+                        refining=refining, covered_characters=report["covered_characters"])
+    return tok
 
 
 def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_size: Optional[int] = None,
@@ -237,7 +256,8 @@ def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_
           num_threads: Optional[int] = None, progress: bool = True,
           memory_limit: Optional[int] = None, algorithm: str = "mce",
           boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True,
-          tmp_dir: Optional[str] = None, backend: str = "local", **backend_options: Any) -> Tokenizer:
+          tmp_dir: Optional[str] = None, selection: str = "paper", backend: str = "local",
+          **backend_options: Any) -> Tokenizer:
     """Trains a CNF vocabulary (SPEC section 4) and returns its :class:`Tokenizer`.
 
     ``inputs``: documents or paths, as for :func:`count` (the rule of :mod:`cnfmce.corpus`; wrap
@@ -246,8 +266,9 @@ def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_
     result has ``vocab_size`` ids (byte tokens and special tokens
     included), ordered by usage in the filtering pass, special tokens last. ``raw_vocab_size``
     None means ``cnfmce._core.default_raw_vocab_size(vocab_size)`` (a multiple of ``vocab_size``).
-    The same inputs give the same vocabulary whatever ``num_threads`` and whatever the order of
-    the documents.
+    ``selection``: ``"paper"`` (the default: the paper's filtering, SPEC section 4) or
+    ``"refined"``, as in :func:`train_from_counts`. The same inputs give the same vocabulary
+    whatever ``num_threads`` and whatever the order of the documents.
 
     ``backend="ray"`` trains on a Ray cluster (:func:`cnfmce.ray.train`; ``backend_options``
     such as ``ray_address``, ``block_size``, ``num_partitions`` go to it): the same vocabulary,
@@ -257,12 +278,12 @@ def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_
         from . import ray as _ray_backend
         return _ray_backend.train(inputs, vocab_size, raw_vocab_size, rounds, special_tokens,
                                   num_threads, progress, memory_limit, algorithm, boundary_penalty,
-                                  token_preference, tmp_dir, **backend_options)
+                                  token_preference, tmp_dir, selection=selection, **backend_options)
     opts = _check_options(algorithm, boundary_penalty, token_preference)
     with work_dir(tmp_dir) as tmp:
         limit, budget = _memory(memory_limit)
         trainer = _core.Trainer(vocab_size, raw_vocab_size, rounds, special_tokens, opts, budget,
-                                os.path.join(tmp, ""), _check_threads(num_threads))
+                                os.path.join(tmp, ""), _check_threads(num_threads), selection)
         try:
             _warn_rounds(trainer.rounds)
             corpus = Corpus(inputs, tmp)

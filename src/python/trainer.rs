@@ -24,13 +24,15 @@ pub(crate) struct PyTrainer {
     pool: ForkSafePool,
 }
 
-/// A pass as Python sees it: `("count", index, (min, max, threshold))` or `("filter", None, None)`.
+/// A pass as Python sees it: `("count", index, (min, max, threshold))`, `("filter", None, None)`
+/// or `("refine", index, None)`.
 type PyPass = (&'static str, Option<usize>, Option<(usize, usize, u64)>);
 
 fn py_pass(p: Pass) -> PyPass {
     match p {
         Pass::Count { index, round } => ("count", Some(index), Some((round.min_len, round.max_len, round.threshold))),
         Pass::Filter => ("filter", None, None),
+        Pass::Refine { index, .. } => ("refine", Some(index), None),
     }
 }
 
@@ -88,7 +90,7 @@ impl PyTrainer {
     /// `use_counts`; `rounds` None: `DEFAULT_ROUNDS`; `tmp_dir`: where spill runs go (None: a
     /// new directory, removed at the end).
     #[new]
-    #[pyo3(signature = (vocab_size, raw_vocab_size=None, rounds=None, special_tokens=None, options=None, memory_budget=crate::DEFAULT_MEMORY_BUDGET, tmp_dir=None, num_threads=None))]
+    #[pyo3(signature = (vocab_size, raw_vocab_size=None, rounds=None, special_tokens=None, options=None, memory_budget=crate::DEFAULT_MEMORY_BUDGET, tmp_dir=None, num_threads=None, selection=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -100,13 +102,22 @@ impl PyTrainer {
         memory_budget: usize,
         tmp_dir: Option<std::path::PathBuf>,
         num_threads: Option<usize>,
+        selection: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let selection = match selection {
+            None => crate::SelectionRule::default(),
+            Some(v) => match v.cast::<PyString>() {
+                Ok(s) => crate::SelectionRule::parse(s.to_str()?).map_err(|e| to_py(py, e))?,
+                Err(_) => return Err(PyTypeError::new_err("selection must be a string ('refined' or 'paper')")),
+            },
+        };
         let mut config = TrainConfig {
             vocab_size: read_positive(vocab_size, "vocab_size")?,
             raw_vocab_size: raw_vocab_size.map(|m| read_positive(m, "raw_vocab_size")).transpose()?,
             options: PyOptions::or_default(options),
             memory_budget,
             tmp_dir,
+            selection,
             ..TrainConfig::default()
         };
         if let Some(r) = rounds {
@@ -183,7 +194,8 @@ impl PyTrainer {
         self.stats(py, st)
     }
 
-    /// In the filtering pass: the raw vocabulary in raw-id order (for `Filter` elsewhere).
+    /// In the filtering pass: the raw vocabulary in raw-id order; in a refining pass, that pass's
+    /// vocabulary in id order (for `Filter` elsewhere).
     fn raw_tokens<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         let g = self.lock();
         let t = g.as_ref().ok_or_else(|| PyValueError::new_err("the trainer is finished or closed"))?;
@@ -191,7 +203,7 @@ impl PyTrainer {
         Ok(f.vocab().iter().map(|(_, b)| PyBytes::new(py, b)).collect())
     }
 
-    /// Ends the filtering pass with the summed usage of its blocks.
+    /// Ends the filtering (or a refining) pass with the summed usage of its blocks.
     fn end_pass_with_usage<'py>(&self, py: Python<'py>, usage: &Bound<'_, PyBlockUsage>) -> PyResult<Bound<'py, PyDict>> {
         let u = &usage.get().inner;
         let st = self.with(py, |t| t.end_pass_with_usage(u))?;
@@ -204,7 +216,9 @@ impl PyTrainer {
         self.lock().as_ref().map_or(0, |t| t.table_bytes())
     }
 
-    /// The trained tokenizer and a report: raw_vocab_size, tokens, bytes, used_tokens, warning.
+    /// The trained tokenizer and a report: raw_vocab_size, tokens, bytes (of the filtering
+    /// pass), used_tokens (of the last pass), refine (one dict per refining pass: vocab_size,
+    /// tokens, bytes), covered_characters, selection, warning.
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<(PyCoreTokenizer, Bound<'py, PyDict>)> {
         let trained = self.with(py, |t| t.finish())?;
         // The run's memory and spill files go now.
@@ -214,6 +228,17 @@ impl PyTrainer {
         d.set_item("tokens", trained.stats.tokens)?;
         d.set_item("bytes", trained.stats.bytes)?;
         d.set_item("used_tokens", trained.used_tokens)?;
+        let refine = pyo3::types::PyList::empty(py);
+        for r in &trained.refine {
+            let e = PyDict::new(py);
+            e.set_item("vocab_size", r.raw_vocab_size)?;
+            e.set_item("tokens", r.tokens)?;
+            e.set_item("bytes", r.bytes)?;
+            refine.append(e)?;
+        }
+        d.set_item("refine", refine)?;
+        d.set_item("covered_characters", trained.covered_characters)?;
+        d.set_item("selection", trained.selection.name())?;
         d.set_item("warning", trained.warning)?;
         Ok((PyCoreTokenizer::wrap(trained.tokenizer), d))
     }

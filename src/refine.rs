@@ -1,0 +1,285 @@
+//! The refined selection of CNF (issue 13; measured in `docs/results/selection.md`): counting
+//! and MCE as in the paper, but the cut from the raw vocabulary to `k` tokens is made in steps,
+//! each one re-measuring usage with the vocabulary it leaves.
+//!
+//! The paper (and [`SelectionRule::Paper`], the reference setting) keeps the `k` tokens used most
+//! when the training text is encoded once with the raw vocabulary. That usage is measured with a
+//! vocabulary many times larger than the result: the occurrences of a sub-word or a character
+//! are taken by the longer candidates that contain it, so the cut drops it, and once those
+//! longer candidates are cut too the text falls back to shorter pieces or to bytes. It costs
+//! most where words are individually rare (small and morphologically rich languages) and on
+//! scripts with multi-byte characters.
+//!
+//! [`SelectionRule::Refined`]:
+//!
+//! 1. *Character coverage.* From the counts, the most frequent multi-byte characters until they
+//!    cover [`CHAR_COVERAGE`] of all multi-byte character occurrences, at most
+//!    [`CHAR_COVERAGE_SHARE`] of `k` (and at most `k - 256`), are kept at every step before any
+//!    other multi-byte token.
+//! 2. *Refining passes.* After the filtering pass, the vocabulary is cut to
+//!    `REFINE_STEPS[0] * k` tokens, the training text is encoded again with it and usage counted
+//!    again; then `REFINE_STEPS[1] * k`, and so on; the last cut goes to `k`. A step that would
+//!    not remove any token is skipped.
+//! 3. *Tokens saved.* Each cut keeps the tokens with the highest `usage(t) * (alt(t) - 1)`,
+//!    where `alt(t)` is the number of tokens the current vocabulary needs to spell `t` without
+//!    `t` itself (the best split into two MCE encodings at a character boundary; a single
+//!    character needs its UTF-8 bytes). `alt` is computed for the `2 * keep` most used tokens and
+//!    every used multi-byte character; the other used tokens get the lower bound `usage(t)`.
+//!    Ties by bytes; unused tokens last, in the order of the current vocabulary (counting rank
+//!    for the raw one).
+//!
+//! The ids of every intermediate and of the final vocabulary are ordered by the usage of the
+//! pass that was just made, most used first, ties by bytes (SPEC section 4's order).
+
+use std::collections::HashSet;
+
+use rayon::prelude::*;
+
+use crate::error::Error;
+use crate::filter::Selected;
+use crate::mce::{Encoder, Scratch};
+
+/// How the final vocabulary is chosen from the counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SelectionRule {
+    /// The paper's: one filtering pass over the raw vocabulary, the `k` most used tokens (the
+    /// default: SPEC section 4).
+    #[default]
+    Paper,
+    /// Character coverage, refining passes and tokens saved (module documentation).
+    Refined,
+}
+
+impl SelectionRule {
+    /// `"paper"` or `"refined"`.
+    pub fn parse(name: &str) -> Result<Self, Error> {
+        match name {
+            "paper" => Ok(SelectionRule::Paper),
+            "refined" => Ok(SelectionRule::Refined),
+            _ => Err(Error::Value(format!("selection must be 'refined' or 'paper', got {name:?}"))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SelectionRule::Paper => "paper",
+            SelectionRule::Refined => "refined",
+        }
+    }
+}
+
+/// The sizes of the refining passes' vocabularies, as multiples of the regular tokens `k`.
+pub const REFINE_STEPS: [f64; 3] = [2.0, 1.4, 1.15];
+
+/// Share of all multi-byte character occurrences (in the counts) that the covered characters
+/// reach.
+pub const CHAR_COVERAGE: f64 = 0.9997;
+
+/// At most this share of the regular tokens goes to covered characters.
+pub const CHAR_COVERAGE_SHARE: f64 = 1.0 / 16.0;
+
+/// The size of the vocabulary after refining step `step` for `k` regular tokens.
+pub fn step_size(step: usize, k: usize) -> usize {
+    (REFINE_STEPS[step] * k as f64).round() as usize
+}
+
+fn one_multibyte_char(t: &[u8]) -> bool {
+    (2..=4).contains(&t.len()) && std::str::from_utf8(t).map(|s| s.chars().count() == 1).unwrap_or(false)
+}
+
+/// The covered characters (module documentation, step 1) of counts `counts` for `k` regular
+/// tokens, sorted by bytes.
+pub fn covered_characters(counts: &[(Vec<u8>, u64)], k: usize) -> Vec<Vec<u8>> {
+    let mut chars: Vec<(&[u8], u64)> =
+        counts.iter().filter(|(t, c)| *c > 0 && one_multibyte_char(t)).map(|(t, c)| (t.as_slice(), *c)).collect();
+    chars.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    let total: u128 = chars.iter().map(|c| c.1 as u128).sum();
+    let cap = ((k as f64 * CHAR_COVERAGE_SHARE) as usize).min(k.saturating_sub(256));
+    let goal = CHAR_COVERAGE * total as f64;
+    let mut out = Vec::new();
+    let mut acc: u128 = 0;
+    for (t, c) in chars {
+        if acc as f64 >= goal || out.len() >= cap {
+            break;
+        }
+        out.push(t.to_vec());
+        acc += c as u128;
+    }
+    out.sort_unstable();
+    out
+}
+
+/// Tokens the encoder needs to spell `tok` without the token `tok` itself (module
+/// documentation, step 3).
+fn alt_cost(enc: &Encoder, tok: &[u8], scratch: &mut Scratch, out: &mut Vec<u32>) -> u64 {
+    let cuts: Vec<usize> = match std::str::from_utf8(tok) {
+        Ok(s) => {
+            if s.chars().nth(1).is_none() {
+                return tok.len() as u64;
+            }
+            s.char_indices().map(|(i, _)| i).filter(|&i| i > 0).collect()
+        }
+        Err(_) => (1..tok.len()).collect(),
+    };
+    let mut best = u64::MAX;
+    for p in cuts {
+        out.clear();
+        enc.encode_into(&tok[..p], scratch, out);
+        enc.encode_into(&tok[p..], scratch, out);
+        best = best.min(out.len() as u64);
+    }
+    best
+}
+
+/// The score of every id of the encoder's vocabulary (module documentation, step 3) for a cut
+/// to `keep` tokens, given the usage of the pass just made.
+pub fn saved_scores(enc: &Encoder, usage: &[u64], keep: usize) -> Vec<u64> {
+    let vocab = enc.vocab();
+    let mut by_usage: Vec<(u32, u64)> =
+        vocab.iter().filter(|(_, t)| t.len() > 1).map(|(id, _)| (id, usage[id as usize])).filter(|x| x.1 > 0).collect();
+    by_usage.par_sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let top = (2 * keep).min(by_usage.len());
+    let mut exact: Vec<u32> = by_usage[..top].iter().map(|x| x.0).collect();
+    let in_top: HashSet<u32> = exact.iter().copied().collect();
+    exact.extend(by_usage[top..].iter().map(|x| x.0).filter(|&id| {
+        !in_top.contains(&id) && one_multibyte_char(vocab.token(id).expect("an id of the vocabulary"))
+    }));
+    let mut score = vec![0u64; usage.len()];
+    for &(id, u) in &by_usage[top..] {
+        score[id as usize] = u; // lower bound: alt >= 2
+    }
+    let exact_scores: Vec<(u32, u64)> = exact
+        .par_iter()
+        .map_init(
+            || (Scratch::default(), Vec::new()),
+            |(scratch, out), &id| {
+                let tok = vocab.token(id).expect("an id of the vocabulary");
+                let alt = alt_cost(enc, tok, scratch, out);
+                (id, usage[id as usize].saturating_mul(alt.saturating_sub(1)))
+            },
+        )
+        .collect();
+    for (id, s) in exact_scores {
+        score[id as usize] = s;
+    }
+    score
+}
+
+/// The `keep` tokens of a cut (all single bytes, the covered characters present in the
+/// vocabulary, then the best scores; module documentation), in id order: usage descending, ties
+/// by bytes.
+pub fn choose(enc: &Encoder, usage: &[u64], score: &[u64], keep: usize, covered: &HashSet<Vec<u8>>) -> Result<Vec<Selected>, Error> {
+    if keep < 256 {
+        return Err(Error::Value(format!(
+            "the vocabulary needs at least 256 regular tokens (one per byte), asked for {keep}"
+        )));
+    }
+    let vocab = enc.vocab();
+    let mut chosen = Vec::with_capacity(keep);
+    let mut rest = Vec::new();
+    for (id, tok) in vocab.iter() {
+        let s = Selected { token: tok.to_vec(), usage: usage[id as usize], raw_id: id };
+        if tok.len() == 1 {
+            chosen.push(s);
+        } else {
+            rest.push((!covered.contains(tok), score[id as usize], s));
+        }
+    }
+    // covered characters first; then the best score, ties by bytes; unused (score 0) in
+    // vocabulary order
+    rest.par_sort_unstable_by(|a, b| {
+        a.0.cmp(&b.0).then_with(|| match (a.1, b.1) {
+            (0, 0) => a.2.raw_id.cmp(&b.2.raw_id),
+            _ => b.1.cmp(&a.1).then_with(|| a.2.token.cmp(&b.2.token)),
+        })
+    });
+    let room = keep.saturating_sub(chosen.len());
+    chosen.extend(rest.into_iter().take(room).map(|x| x.2));
+    chosen.par_sort_unstable_by(|a, b| b.usage.cmp(&a.usage).then_with(|| a.token.cmp(&b.token)));
+    Ok(chosen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::Options;
+    use crate::vocab::Vocab;
+
+    fn encoder(extra: &[&str]) -> Encoder {
+        let mut toks: Vec<Vec<u8>> = extra.iter().map(|s| s.as_bytes().to_vec()).collect();
+        let missing: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).filter(|b| !toks.contains(b)).collect();
+        toks.extend(missing);
+        let entries = toks.into_iter().enumerate().map(|(i, t)| (i as u32, t)).collect();
+        Encoder::new(Vocab::new(entries).unwrap(), Options::default())
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(SelectionRule::parse("paper").unwrap(), SelectionRule::Paper);
+        assert_eq!(SelectionRule::parse("refined").unwrap().name(), "refined");
+        assert!(SelectionRule::parse("Paper").is_err());
+        assert_eq!(SelectionRule::default(), SelectionRule::Paper);
+    }
+
+    #[test]
+    fn alternative_costs() {
+        let enc = encoder(&["the", " cat", "th", "e ", "中文", "中"]);
+        let (mut s, mut o) = (Scratch::default(), Vec::new());
+        // "the" without itself: "th" + "e"
+        assert_eq!(alt_cost(&enc, b"the", &mut s, &mut o), 2);
+        // " cat": no token for any of its proper pieces but " ", so every split costs 4 bytes
+        assert_eq!(alt_cost(&enc, b" cat", &mut s, &mut o), 4);
+        // a character alone costs its bytes; "中文" = "中" + "文" (3 bytes)
+        assert_eq!(alt_cost(&enc, "中".as_bytes(), &mut s, &mut o), 3);
+        assert_eq!(alt_cost(&enc, "中文".as_bytes(), &mut s, &mut o), 4);
+    }
+
+    #[test]
+    fn coverage_by_share_and_cap() {
+        let c = |s: &str, n| (s.as_bytes().to_vec(), n);
+        let counts = vec![c("中", 900), c("文", 90), c("字", 9), c("ab", 5000), c("中文", 800), c("é", 1)];
+        // 99.97% of the 1000 character occurrences needs all four characters (multi-byte only)
+        assert_eq!(covered_characters(&counts, 2000).len(), 4);
+        // the room beside the 256 bytes binds: k = 258 leaves two, the most frequent
+        assert_eq!(covered_characters(&counts, 258), vec!["中".as_bytes().to_vec(), "文".as_bytes().to_vec()]);
+        assert!(covered_characters(&counts, 256).is_empty());
+        // the share binds: 40 characters, k = 320 allows 320 / 16 = 20
+        let many: Vec<(Vec<u8>, u64)> =
+            (0..40u32).map(|i| (char::from_u32(0x4E00 + i).unwrap().to_string().into_bytes(), 1000 - i as u64)).collect();
+        let cov = covered_characters(&many, 320);
+        assert_eq!(cov.len(), 20);
+        assert!(cov.contains(&"\u{4E00}".as_bytes().to_vec()) && !cov.contains(&"\u{4E27}".as_bytes().to_vec()));
+        // the share of occurrences binds: a long tail of rare characters is left out
+        let mut tail = many.clone();
+        tail.extend((0..40u32).map(|i| (char::from_u32(0x5000 + i).unwrap().to_string().into_bytes(), 1)));
+        assert_eq!(covered_characters(&tail, 100_000).len(), 40 + 29);
+    }
+
+    #[test]
+    fn scores_and_choice() {
+        let enc = encoder(&["the", "th", "中", "文字", "xyz"]);
+        let n = enc.vocab().len();
+        let mut usage = vec![0u64; n];
+        usage[0] = 10; // "the": alt 2 ("th" + "e") -> 10
+        usage[1] = 3; // "th": beyond the 2 * keep most used: lower bound 3
+        usage[2] = 4; // "中": a character, always exact: alt 3 bytes -> 8
+        usage[3] = 1; // "文字": lower bound 1
+        usage[4] = 2; // "xyz": lower bound 2 (its exact alt would be 3 bytes -> 4)
+        let sc = saved_scores(&enc, &usage, 1);
+        assert_eq!(&sc[..5], &[10, 3, 8, 1, 2]);
+        // with a larger cut all are exact
+        assert_eq!(&saved_scores(&enc, &usage, 3)[..5], &[10, 3, 8, 5, 4]); // "文字": 3 + 3 bytes
+        // keep 258: the 256 bytes, then "the" and "中" (by score), ids by usage
+        let sel = choose(&enc, &usage, &sc, 258, &HashSet::new()).unwrap();
+        assert_eq!(sel.len(), 258);
+        assert_eq!(sel[0].token, b"the");
+        assert_eq!(sel[1].token, "中".as_bytes());
+        // a covered token is kept whatever its score
+        let cov: HashSet<Vec<u8>> = ["文字".as_bytes().to_vec()].into_iter().collect();
+        let sel = choose(&enc, &usage, &sc, 258, &cov).unwrap();
+        let toks: Vec<&[u8]> = sel.iter().map(|s| s.token.as_slice()).collect();
+        assert!(toks.contains(&"文字".as_bytes()) && toks.contains(&b"the".as_slice()));
+        assert!(!toks.contains(&"中".as_bytes()));
+        assert!(choose(&enc, &usage, &sc, 255, &cov).is_err());
+    }
+}

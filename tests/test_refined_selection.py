@@ -1,0 +1,270 @@
+"""The refined selection (``selection="refined"``; src/refine.rs, issue 13) against a
+slow Python reference built on the reference MCE (tests/train_helpers.py): character coverage,
+refining passes, tokens saved. The paper's rule (``selection="paper"``) is tested against the same
+reference in test_filter_train.py."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+import cnfmce
+
+from train_helpers import (HUGE, SENTENCES, brute_rounds, expected_vocabulary, mce_encode,
+                           random_corpus, raw_vocabulary, tokens_of, usage_counts)
+
+REFINE_STEPS = (2.0, 1.4, 1.15)
+CHAR_COVERAGE = 0.9997
+CHAR_COVERAGE_SHARE = 1 / 16
+ROUNDS = ((1, 8, 0), (9, 16, 2))
+
+
+def _round(x: float) -> int:
+    return int(math.floor(x + 0.5))  # Rust's f64::round for positive numbers
+
+
+def _one_char(t: bytes) -> bool:
+    if not 2 <= len(t) <= 4:
+        return False
+    try:
+        return len(t.decode("utf-8")) == 1
+    except UnicodeDecodeError:
+        return False
+
+
+def covered(counts, k):
+    chars = sorted(((c, t) for t, c in counts.items() if c > 0 and _one_char(t)), key=lambda x: (-x[0], x[1]))
+    total = sum(c for c, _ in chars)
+    cap = min(int(k * CHAR_COVERAGE_SHARE), max(0, k - 256))
+    out, acc = [], 0
+    for c, t in chars:
+        if acc >= CHAR_COVERAGE * total or len(out) >= cap:
+            break
+        out.append(t)
+        acc += c
+    return set(out)
+
+
+def alt_cost(vocab, t):
+    s = t.decode("utf-8")
+    if len(s) == 1:
+        return len(t)
+    ids = {tok: i for i, tok in enumerate(vocab)}
+    maxlen = max(len(x) for x in vocab)
+    best = None
+    for p in range(1, len(s)):
+        n = len(mce_encode(ids, s[:p], maxlen=maxlen)) + len(mce_encode(ids, s[p:], maxlen=maxlen))
+        best = n if best is None else min(best, n)
+    return best
+
+
+def scores(vocab, use, keep):
+    multi = sorted((i for i, t in enumerate(vocab) if len(t) > 1 and use[t] > 0), key=lambda i: (-use[vocab[i]], i))
+    top = multi[:2 * keep]
+    sc = {}
+    for i in multi[2 * keep:]:
+        t = vocab[i]
+        sc[t] = use[t] * (alt_cost(vocab, t) - 1) if _one_char(t) else use[t]
+    for i in top:
+        t = vocab[i]
+        sc[t] = use[t] * (alt_cost(vocab, t) - 1)
+    return sc
+
+
+def choose(vocab, use, sc, keep, cov):
+    singles = [t for t in vocab if len(t) == 1]
+    rest = [(i, t) for i, t in enumerate(vocab) if len(t) > 1]
+
+    def key(it):
+        i, t = it
+        s = sc.get(t, 0)
+        return (t not in cov, 0 if s else 1, -s, t if s else b"", i)
+
+    rest.sort(key=key)
+    chosen = singles + [t for _, t in rest[:keep - len(singles)]]
+    return sorted(chosen, key=lambda t: (-use[t], t))
+
+
+def expected_refined(counts, docs, k, raw_vocab_size=None):
+    cov = covered(counts, k)
+    vocab = raw_vocabulary(counts, raw_vocab_size)
+    use = usage_counts(vocab, docs)
+    passes = 0
+    for f in REFINE_STEPS:
+        keep = _round(f * k)
+        if keep >= len(vocab):
+            continue
+        vocab = choose(vocab, use, scores(vocab, use, keep), keep, cov)
+        use = usage_counts(vocab, docs)
+        passes += 1
+    if len(vocab) > k:
+        return choose(vocab, use, scores(vocab, use, k), k, cov), passes
+    # nothing to cut: the paper's rule over the last vocabulary
+    used = sorted((t for t in vocab if len(t) > 1 and use[t] > 0), key=lambda t: (-use[t], t))
+    unused = [t for t in vocab if len(t) > 1 and use[t] == 0]
+    singles = [t for t in vocab if len(t) == 1]
+    return sorted(singles + (used + unused)[:k - 256], key=lambda t: (-use[t], t)), passes
+
+
+def tfc(counts, docs, k, **kw):
+    kw.setdefault("progress", False)
+    kw.setdefault("selection", "refined")
+    return cnfmce.train_from_counts(counts, docs, vocab_size=k, **kw)
+
+
+def _cjk_corpus(seed, n=30):
+    rng = random.Random(seed)
+    han = [chr(0x4E00 + rng.randrange(400)) for _ in range(120)]
+    hangul = [chr(0xAC00 + rng.randrange(300)) for _ in range(60)]
+    out = []
+    for _ in range(n):
+        parts = []
+        for _ in range(rng.randint(5, 40)):
+            r = rng.random()
+            if r < 0.4:
+                parts.append("".join(rng.choice(han[:rng.randint(3, 120)]) for _ in range(rng.randint(1, 5))))
+            elif r < 0.6:
+                parts.append("".join(rng.choice(hangul) for _ in range(rng.randint(1, 4))))
+            else:
+                parts.append(rng.choice(SENTENCES)[: rng.randint(3, 40)])
+        out.append(rng.choice(["", " ", "，", "。"]).join(parts))
+    return out
+
+
+@pytest.mark.parametrize("seed,k", [(1, 300), (3, 520)])
+def test_refined_equals_reference(seed, k):
+    docs = _cjk_corpus(seed, n=14) + random_corpus(seed, n_docs=5, max_pieces=30)
+    counts = brute_rounds(docs, ROUNDS)
+    want, passes = expected_refined(counts, docs, k)
+    tok = tfc(counts, docs, k)
+    assert tokens_of(tok) == want
+    assert tok.metadata["selection"] == "refined"
+    assert len(tok.metadata["refining"]) == passes
+    assert tok.metadata["covered_characters"] == len(covered(counts, k))
+    if seed == 1:
+        assert passes >= 1  # the cases do refine
+
+
+def test_refined_keeps_covered_characters_the_paper_drops():
+    # many rare characters inside frequent words: the paper's single pass counts the words, not
+    # the characters, and cuts the characters; coverage keeps them
+    docs = _cjk_corpus(11, n=40)
+    counts = brute_rounds(docs, ROUNDS)
+    k = 600
+    cov = covered(counts, k)
+    assert cov
+    refined = set(tokens_of(tfc(counts, docs, k)))
+    paper = set(tokens_of(tfc(counts, docs, k, selection="paper")))
+    assert cov <= refined
+    assert not cov <= paper
+    assert tokens_of(tfc(counts, docs, k, selection="paper")) == expected_vocabulary(counts, docs, k)
+
+
+def test_train_selection_paper_and_refined_on_raw_vocab_size():
+    docs = _cjk_corpus(5, n=10) + list(SENTENCES[:6])
+    kw = dict(rounds=ROUNDS, progress=False, raw_vocab_size=1200)
+    ref = cnfmce.train(docs, vocab_size=500, selection="refined", **kw)
+    c = cnfmce.count(docs, raw_vocab_size=1200, rounds=ROUNDS, progress=False)
+    assert tokens_of(ref) == expected_refined(dict(c), docs, 500)[0]
+    # from more counts than raw_vocab_size, coverage sees the raw vocabulary's candidates only
+    every = cnfmce.count(docs, raw_vocab_size=HUGE, rounds=ROUNDS, progress=False)
+    assert len(every) > 1200
+    assert tokens_of(tfc(every, docs, 500, raw_vocab_size=1200)) == tokens_of(ref)
+    paper = cnfmce.train(docs, vocab_size=500, selection="paper", **kw)
+    assert tokens_of(paper) == expected_vocabulary(c, docs, 500)
+    assert paper.metadata["selection"] == "paper" and paper.metadata["refining"] == []
+    # the default is the paper's rule (SPEC section 4), token for token
+    default = cnfmce.train(docs, vocab_size=500, **kw)
+    assert default.token_bytes() == paper.token_bytes() and default.metadata["selection"] == "paper"
+    assert tokens_of(ref) != tokens_of(paper)
+
+
+def test_refined_determinism_threads_and_order():
+    docs = _cjk_corpus(8, n=50) + random_corpus(8, n_docs=30, max_pieces=80)
+    kw = dict(rounds=ROUNDS, raw_vocab_size=4000, progress=False, selection="refined")
+    ref = tokens_of(cnfmce.train(docs, vocab_size=900, num_threads=1, **kw))
+    assert tokens_of(cnfmce.train(docs, vocab_size=900, num_threads=2, **kw)) == ref
+    shuffled = list(docs)
+    random.Random(3).shuffle(shuffled)
+    assert tokens_of(cnfmce.train(shuffled, vocab_size=900, num_threads=2, **kw)) == ref
+
+
+def test_selection_bad_values():
+    with pytest.raises(ValueError, match="selection"):
+        cnfmce.train(["abc"], vocab_size=300, selection="best", progress=False)
+    with pytest.raises(TypeError, match="selection"):
+        cnfmce.train(["abc"], vocab_size=300, selection=1, progress=False)
+    with pytest.raises(ValueError, match="selection"):
+        cnfmce.train_from_counts({b"ab": 1}, ["abc"], vocab_size=300, selection="Paper", progress=False)
+
+
+def test_cli_selection(tmp_path):
+    import subprocess
+    import sys
+    src = tmp_path / "c.txt"
+    src.write_text(" ".join(_cjk_corpus(2, n=5)), encoding="utf-8")
+    outs = {}
+    for sel in ("paper", "refined"):
+        out = tmp_path / f"{sel}.json"
+        subprocess.run([sys.executable, "-m", "cnfmce.cli", "train", "-o", str(out), "--vocab-size", "400",
+                        "--selection", sel, "--quiet", str(src)], check=True)
+        outs[sel] = cnfmce.Tokenizer.load(out)
+    assert outs["paper"].vocab_size == outs["refined"].vocab_size == 400
+    direct = cnfmce.train([src.read_text(encoding="utf-8")], vocab_size=400, selection="paper", progress=False)
+    assert outs["paper"].token_bytes() == direct.token_bytes()
+    direct = cnfmce.train([src.read_text(encoding="utf-8")], vocab_size=400, selection="refined", progress=False)
+    assert outs["refined"].token_bytes() == direct.token_bytes()
+    assert outs["refined"].metadata["selection"] == "refined"
+    bad = subprocess.run([sys.executable, "-m", "cnfmce.cli", "train", "-o", str(tmp_path / "x.json"),
+                          "--vocab-size", "400", "--selection", "best", str(src)], capture_output=True, text=True)
+    assert bad.returncode != 0 and "selection" in bad.stderr
+
+
+def test_paper_default_unchanged_for_huge_raw():
+    # with HUGE raw and a vocabulary larger than what was used, both rules keep everything used
+    docs = list(SENTENCES)
+    counts = brute_rounds(docs, ROUNDS)
+    n_used = sum(1 for t, u in usage_counts(raw_vocabulary(counts), docs).items() if len(t) > 1 and u > 0)
+    k = 256 + len([t for t in counts if len(t) > 1]) + 10
+    with pytest.warns(RuntimeWarning):
+        a = tfc(counts, docs, k)
+    with pytest.warns(RuntimeWarning):
+        b = tfc(counts, docs, k, selection="paper")
+    assert tokens_of(a) == tokens_of(b)
+    assert n_used > 0 and HUGE > k
+
+
+def test_distributed_steps_refined_equal_local():
+    # docs/spec.md section 6: counting and every usage pass (filtering and the refining passes)
+    # made in blocks, merged through pickle, give the local refined tokenizer
+    import pickle
+    from cnfmce import _core
+    docs = _cjk_corpus(4, n=24) + list(SENTENCES)
+    local = cnfmce.train(docs, vocab_size=400, raw_vocab_size=1500, rounds=ROUNDS, selection="refined",
+                         progress=False)
+    opts = _core.Options.default()
+    trainer = _core.Trainer(400, 1500, ROUNDS, [], opts, selection="refined")
+    kinds = []
+    ship = lambda x: pickle.loads(pickle.dumps(x))  # noqa: E731
+    blocks = [docs[i::3] for i in range(3)]
+    while trainer.next_pass() is not None:
+        kind, _, round_ = trainer.begin_pass()
+        kinds.append(kind)
+        if kind == "count":
+            survivors = ship(trainer.survivors())
+            total = _core.BlockCounts()
+            for b in blocks:
+                total = ship(_core.count_block(b, round_, survivors)).merge(total)
+            trainer.end_pass_with_counts(total)
+        else:
+            worker = _core.Filter(trainer.raw_tokens(), ship(opts))
+            total = _core.BlockUsage()
+            for b in reversed(blocks):
+                total = ship(worker.usage_of(b)).merge(total)
+            trainer.end_pass_with_usage(total)
+    assert "refine" in kinds and kinds.index("filter") < kinds.index("refine")
+    core, report = trainer.finish()
+    assert cnfmce.Tokenizer(core).token_bytes() == local.token_bytes()
+    assert report["selection"] == "refined" and len(report["refine"]) == kinds.count("refine")
