@@ -30,7 +30,8 @@ from cnfmce.eval_cli import add_eval_parser, main_eval
 import reference as ref
 from conftest import REPO, shared_path
 
-sys.path.insert(0, str(REPO / "benches"))
+# appended, not first: benches/ray.py must not shadow the ray package for later imports
+sys.path.append(str(REPO / "benches"))
 
 
 # --- helpers --------------------------------------------------------------------------------------

@@ -121,6 +121,29 @@ def test_counts_equal_local_for_documents_and_datasets(cluster):
     assert list(got.items()) == list(want.items())
 
 
+def test_train_from_parquet_counts_on_ray(cluster, corpus, tmp_path):
+    """Counts from elsewhere (a Spark-like directory of parquet parts) filtered on the cluster
+    give the local train_from_counts' vocabulary on the counts file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    counts = cnfmce.count(corpus, raw_vocab_size=RAW, progress=False)
+    cnfmce.save_counts(counts, tmp_path / "c.tsv.gz")
+    items = list(counts.items())
+    d = tmp_path / "spark"
+    d.mkdir()
+    for k in range(3):
+        part = items[k::3]
+        pq.write_table(pa.table({"token": pa.array([t for t, _ in part], pa.binary()),
+                                 "count": pa.array([c for _, c in part], pa.int64())}),
+                       d / f"part-{k:05d}.parquet", row_group_size=4000)
+    want = cnfmce.train_from_counts(tmp_path / "c.tsv.gz", corpus, vocab_size=VOCAB, progress=False)
+    got = cnfmce.train_from_counts(str(d), corpus, vocab_size=VOCAB, progress=False, backend="ray",
+                                   block_size=300_000)
+    assert vocabulary(got) == vocabulary(want)
+    assert got.metadata["filtering"]["tokens"] == want.metadata["filtering"]["tokens"]
+    assert got.metadata["filtering"]["actors"] == 1
+
+
 def test_worker_killed_mid_round(cluster, corpus, local, tmp_path):
     marker = tmp_path / "killed"
     tok = cnfmce.ray.train(corpus, vocab_size=VOCAB, raw_vocab_size=RAW, progress=False,
@@ -142,6 +165,7 @@ def test_progress_and_info(cluster, corpus, capsys):
     err = capsys.readouterr().err
     assert "count 1/3" in err and "shuffled" in err and "round 3" in err
     assert c.info["documents"] > 0 and all(s["shuffled_bytes"] > 0 for s in c.info["round_stats"])
+    assert all(s["survivors_bytes"] > 0 for s in c.info["round_stats"][1:])  # the trie, put once
 
 
 def test_errors(cluster, tmp_path, corpus):

@@ -231,13 +231,13 @@ def test_keyboard_interrupt(tmp_path, command):
     try:
         t0 = time.monotonic()
         while not any(x.name.startswith("cnfmce-") for x in tmp.iterdir()):
-            assert time.monotonic() - t0 < 30 and p.poll() is None, "did not start"
+            assert time.monotonic() - t0 < 120 and p.poll() is None, "did not start"
             time.sleep(0.02)
         time.sleep(1.0)
         assert p.poll() is None, "finished before the interrupt"
         t1 = time.monotonic()
         p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=30)
+        _, err = p.communicate(timeout=120)
         elapsed = time.monotonic() - t1
     finally:
         if p.poll() is None:
@@ -245,8 +245,10 @@ def test_keyboard_interrupt(tmp_path, command):
             p.wait()
     assert p.returncode != 0
     # Ctrl-C is honoured between 4 MB batches (the Rust core does not poll for signals): a few
-    # seconds at most, even on a loaded 2-core machine
-    assert elapsed < 10.0, elapsed
+    # seconds on an idle machine; the bound is generous because a 2-core machine running other
+    # test suites (load 15+) slows the child tenfold (a run that ignored the signal would end
+    # with status 0 and no "interrupted" message, checked below)
+    assert elapsed < 45.0, elapsed
     assert b"Traceback" not in err
     assert b"interrupted" in err
     assert not out.exists()

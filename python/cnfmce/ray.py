@@ -334,7 +334,7 @@ def _survivors(box: Sequence[Any]) -> Any:
     key = ref.hex()
     s = _SURVIVORS_CACHE.get(key)
     if s is None:
-        s = ray.get(ref)
+        s = _core.Survivors.from_bytes(ray.get(ref))
         _SURVIVORS_CACHE.clear()
         _SURVIVORS_CACHE[key] = s
     return s
@@ -663,7 +663,10 @@ class _Run:
         lo, hi, thr = r
         P = self.partitions
         t0 = time.perf_counter()
-        survivors_ref = ray.put(owner.survivors())
+        blob = owner.survivors().to_bytes()  # shipped once per round, not once per task
+        survivors_bytes = len(blob)
+        survivors_ref = ray.put(blob)
+        del blob
         selector = owner.round_selector()
         bar = _Progress(self.progress, f"count {k + 1}/{n} [{lo}-{hi}] t={thr} (ray)",
                         self.inputs.total_size or None)
@@ -707,7 +710,7 @@ class _Run:
         text = sum(s["bytes"] for s in map_stats)
         st.update(round=k + 1, min_len=lo, max_len=hi, threshold=thr, seconds=round(seconds, 3),
                   bytes=text, documents=docs[0], peak_rss=_peak_rss_bytes(),
-                  map_seconds=round(t_map, 3), shuffled_bytes=shuffled[0],
+                  map_seconds=round(t_map, 3), shuffled_bytes=shuffled[0], survivors_bytes=survivors_bytes,
                   kept_from_partitions=sum(len(s) for s in sels),
                   spills=sum(s["spills"] for s in map_stats) + sum(s["spills"] for s in red_stats),
                   spilled_bytes=sum(s["spilled_bytes"] for s in map_stats)

@@ -631,35 +631,49 @@ impl BlockCounter {
             return Err(Error::Value("parts must be positive".into()));
         }
         let table = self.table.take().ok_or_else(|| Error::Value("the block is finished".into()))?;
-        let mut buckets = with_table!(&table, t => {
-            let mut buckets: Vec<Vec<(Vec<u8>, u64)>> = (0..parts).map(|_| Vec::new()).collect();
+        // Bucketed and sorted by key (the keys' order is bytewise and inline words compare
+        // without touching the heap), the bytes written out only once, into the records.
+        let encoded: Vec<Vec<u8>> = with_table!(&table, t => {
+            let mut buckets: Vec<Vec<_>> = (0..parts).map(|_| Vec::new()).collect();
+            let mut buf = Vec::with_capacity(64);
             for sh in &t.shards {
                 let mut g = sh.lock().unwrap_or_else(|p| p.into_inner());
                 for (k, c) in g.take() {
-                    let b = k.bytes();
-                    buckets[partition_of(&b, parts)].push((b, c));
+                    let p = if parts == 1 {
+                        0
+                    } else {
+                        buf.clear();
+                        k.write_bytes(&mut buf);
+                        partition_of(&buf, parts)
+                    };
+                    buckets[p].push((k, c));
                 }
             }
             buckets
+                .into_par_iter()
+                .map(|mut b| {
+                    b.sort_unstable_by(|x, y| x.0.cmp(&y.0));
+                    let mut out = Vec::with_capacity(b.len() * 24);
+                    let mut buf = Vec::with_capacity(64);
+                    for (k, c) in b {
+                        buf.clear();
+                        k.write_bytes(&mut buf);
+                        write_record(&mut out, &buf, c).expect("candidates are at most 1024 bytes");
+                    }
+                    out
+                })
+                .collect()
         });
         drop(table);
-        buckets.par_iter_mut().for_each(|b| b.sort_unstable_by(|x, y| x.0.cmp(&y.0)));
-        let encode = |b: Vec<(Vec<u8>, u64)>| -> Vec<u8> {
-            let mut out = Vec::with_capacity(b.iter().map(|e| e.0.len() + 10).sum());
-            for (k, c) in b {
-                write_record(&mut out, &k, c).expect("candidates are at most 1024 bytes");
-            }
-            out
-        };
         if self.runs.is_empty() {
-            return Ok(buckets.into_par_iter().map(|b| Part::Memory(encode(b))).collect());
+            return Ok(encoded.into_iter().map(Part::Memory).collect());
         }
         // Spilled: merge the runs and the table once, writing each part to its own file.
         let mut sources = Vec::with_capacity(self.runs.len() + parts);
         for p in &self.runs {
             sources.push(Source::file(p)?);
         }
-        sources.extend(buckets.into_iter().map(|b| Source::memory(encode(b))));
+        sources.extend(encoded.into_iter().map(Source::memory));
         let mut merged = Merged::new(sources);
         let paths: Vec<PathBuf> = (0..parts).map(|_| unique_path(&self.tmp_dir, "part")).collect();
         let result = (|| {
@@ -836,25 +850,28 @@ mod tests {
     #[test]
     fn parts_are_partitions_of_the_block_counts() {
         let docs: Vec<&[u8]> = DOCS.iter().map(|d| d.as_bytes()).collect();
-        let r = Round { min_len: 1, max_len: 8, threshold: 0 };
         let none = Survivors::from_sorted(&[]).unwrap();
-        let whole = count_block(&docs, &r, &none);
-        for (parts, budget) in [(1, 1 << 30), (5, 1 << 30), (3, 1)] {
-            let mut bc = BlockCounter::new(r, budget, std::env::temp_dir()).unwrap();
-            bc.add(&docs, &none).unwrap();
-            let spilled = bc.stats.spills > 0;
-            assert_eq!(spilled, budget == 1);
-            let mut merger = CountsMerger::new(1 << 30, std::env::temp_dir());
-            for (p, part) in bc.finish(parts).unwrap().into_iter().enumerate() {
-                let data = read_part(part);
-                let b = BlockCounts::from_bytes(&data).unwrap();
-                assert!(b.iter().all(|(k, _)| partition_of(k, parts) == p));
-                merger.add_records(data).unwrap();
+        // every key type of the tables: inline words of 16 and 32 bytes, boxed slices
+        for max_len in [8, 20, 40] {
+            let r = Round { min_len: 1, max_len, threshold: 0 };
+            let whole = count_block(&docs, &r, &none);
+            for (parts, budget) in [(1, 1 << 30), (5, 1 << 30), (3, 1), (1, 1)] {
+                let mut bc = BlockCounter::new(r, budget, std::env::temp_dir()).unwrap();
+                bc.add(&docs, &none).unwrap();
+                let spilled = bc.stats.spills > 0;
+                assert_eq!(spilled, budget == 1);
+                let mut merger = CountsMerger::new(1 << 30, std::env::temp_dir());
+                for (p, part) in bc.finish(parts).unwrap().into_iter().enumerate() {
+                    let data = read_part(part);
+                    let b = BlockCounts::from_bytes(&data).unwrap();
+                    assert!(b.iter().all(|(k, _)| partition_of(k, parts) == p));
+                    merger.add_records(data).unwrap();
+                }
+                let mut got = Vec::new();
+                merger.for_each_chunk(3, |c| { got.extend(c); Ok(()) }).unwrap();
+                let want: Vec<(Vec<u8>, u64)> = whole.iter().map(|(k, c)| (k.to_vec(), c)).collect();
+                assert_eq!(got, want, "{parts} parts, budget {budget}, max_len {max_len}");
             }
-            let mut got = Vec::new();
-            merger.for_each_chunk(3, |c| { got.extend(c); Ok(()) }).unwrap();
-            let want: Vec<(Vec<u8>, u64)> = whole.iter().map(|(k, c)| (k.to_vec(), c)).collect();
-            assert_eq!(got, want, "{parts} parts, budget {budget}");
         }
     }
 
