@@ -33,7 +33,7 @@ const PREFETCH: usize = 16;
 const CHUNK: usize = if cfg!(test) { 1 << 12 } else { 1 << 15 };
 /// Independent lanes of the walk, and the shortest lane worth its fix-up.
 const LANES: usize = 4;
-const LANE_MIN: usize = 256;
+const LANE_MIN: usize = 32;
 
 /// What decides the cost of a candidate token starting at `i` (see `mce_choices`).
 struct Candidates<'a> {
