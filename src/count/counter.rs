@@ -25,6 +25,26 @@ use crate::trie::ByteTrie;
 /// Text counted between two checks of the memory budget.
 pub(crate) const CHECK_BYTES: usize = 512 * 1024;
 
+/// The consecutive slices of `docs` after which a counter checks its memory budget: each holds
+/// at least one document and ends once it reaches [`CHECK_BYTES`] of text; with its byte size.
+pub(crate) fn budget_slices<'a>(docs: &'a [&[u8]]) -> impl Iterator<Item = (std::ops::Range<usize>, usize)> + 'a {
+    let mut start = 0usize;
+    std::iter::from_fn(move || {
+        if start >= docs.len() {
+            return None;
+        }
+        let mut end = start;
+        let mut size = 0usize;
+        while end < docs.len() && (end == start || size < CHECK_BYTES) {
+            size += docs[end].len();
+            end += 1;
+        }
+        let slice = start..end;
+        start = end;
+        Some((slice, size))
+    })
+}
+
 /// Statistics of one finished round.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RoundStats {
@@ -135,17 +155,10 @@ impl Counter {
     /// budget plus what one such slice adds.
     pub fn add(&mut self, docs: &[&[u8]]) -> Result<(), Error> {
         let r = self.current()?;
-        let mut start = 0usize;
-        while start < docs.len() {
-            let mut end = start;
-            let mut size = 0usize;
-            while end < docs.len() && (end == start || size < CHECK_BYTES) {
-                size += docs[end].len();
-                end += 1;
-            }
+        for (slice, _) in budget_slices(docs) {
             let trie = self.trie.as_ref();
             if let Some(table) = self.table.as_ref() {
-                with_table!(table, t => count_batch(t, &docs[start..end], &r, trie));
+                with_table!(table, t => count_batch(t, &docs[slice], &r, trie));
             }
             let bytes = self.table_bytes();
             self.stats.peak_table_bytes = self.stats.peak_table_bytes.max(bytes);
@@ -153,7 +166,6 @@ impl Counter {
             if projected > self.budget {
                 self.spill()?;
             }
-            start = end;
         }
         Ok(())
     }

@@ -26,7 +26,7 @@ use rayon::prelude::*;
 
 use super::block::{BlockCounts, Survivors};
 use super::cands::Cands;
-use super::counter::{RoundStats, CHECK_BYTES};
+use super::counter::{budget_slices, RoundStats};
 use super::keys::CountKey;
 use super::parallel::count_batch;
 use super::rounds::{Round, MAX_CANDIDATE_LEN};
@@ -581,24 +581,16 @@ impl BlockCounter {
     pub fn add(&mut self, docs: &[&[u8]], survivors: &Survivors) -> Result<(), Error> {
         let r = self.round;
         let trie = (r.min_len > 1).then(|| survivors.trie());
-        let mut start = 0usize;
-        while start < docs.len() {
-            let mut end = start;
-            let mut size = 0usize;
-            while end < docs.len() && (end == start || size < CHECK_BYTES) {
-                size += docs[end].len();
-                end += 1;
-            }
+        for (slice, size) in budget_slices(docs) {
             let table = self.table.as_ref().ok_or_else(|| Error::Value("the block is finished".into()))?;
-            with_table!(table, t => count_batch(t, &docs[start..end], &r, trie));
+            with_table!(table, t => count_batch(t, &docs[slice.clone()], &r, trie));
             let bytes = with_table!(table, t => t.bytes());
             self.stats.peak_table_bytes = self.stats.peak_table_bytes.max(bytes);
             if with_table!(table, t => t.bytes_after_growth()) > self.budget {
                 self.spill()?;
             }
-            self.documents += (end - start) as u64;
+            self.documents += slice.len() as u64;
             self.bytes += size as u64;
-            start = end;
         }
         Ok(())
     }
