@@ -962,18 +962,13 @@ def train_from_counts(counts: Any, inputs: Any, vocab_size: int = _core.DEFAULT_
                       selection: str = "paper") -> Tokenizer:
     """:func:`cnfmce.train_from_counts` with the filtering pass on a Ray cluster (counts: a
     mapping, a counts file or parquet counts, as locally)."""
-    from .counts import load_any_counts
-    from .training import _check_threads, _memory
+    from .training import _counts_trainer
     from .workdir import work_dir as _work_dir
     opts = _check_options(algorithm, boundary_penalty, token_preference)
     with _work_dir(None) as tmp:
-        trainer = _core.Trainer(vocab_size, raw_vocab_size, None, special_tokens, opts,
-                                tmp_dir=os.path.join(tmp, ""), num_threads=_check_threads(num_threads),
-                                selection=selection)
+        trainer = _counts_trainer(counts, vocab_size, raw_vocab_size, special_tokens, opts, tmp,
+                                  num_threads, selection)
         try:
-            toks, vals = load_any_counts(counts, raw_vocab_size, tmp, _memory(None)[1])
-            trainer.use_counts(toks, vals)
-            del toks, vals
             run = _Run(inputs, ray_address, field, block_size, None, None, tmp_dir,
                        cpus_per_task, progress)
             return _filter_and_finish(run, trainer, opts, {}, vocab_size)

@@ -191,15 +191,30 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
                                               **backend_options)
     opts = _check_options(algorithm, boundary_penalty, token_preference)
     with work_dir(tmp_dir) as tmp:
-        trainer = _core.Trainer(vocab_size, raw_vocab_size, None, special_tokens, opts,
-                                tmp_dir=os.path.join(tmp, ""), num_threads=_check_threads(num_threads),
-                                selection=selection)
+        trainer = _counts_trainer(counts, vocab_size, raw_vocab_size, special_tokens, opts, tmp,
+                                  num_threads, selection)
         try:
-            trainer.use_counts(*load_any_counts(counts, raw_vocab_size, tmp, _memory(None)[1]))
             corpus = Corpus(inputs, tmp)
             return _run(trainer, corpus, progress, {}, vocab_size)
         finally:
             trainer.close()
+
+
+def _counts_trainer(counts: Any, vocab_size: int, raw_vocab_size: Optional[int],
+                    special_tokens: Sequence[str], opts: Any, tmp: str,
+                    num_threads: Optional[int], selection: str) -> "_core.Trainer":
+    """The trainer of :func:`train_from_counts` (local and Ray backends), its counting done by
+    ``counts`` (a mapping, a counts file or parquet counts, loaded through ``tmp``): only the
+    filtering passes are left. The caller closes it."""
+    trainer = _core.Trainer(vocab_size, raw_vocab_size, None, special_tokens, opts,
+                            tmp_dir=os.path.join(tmp, ""), num_threads=_check_threads(num_threads),
+                            selection=selection)
+    try:
+        trainer.use_counts(*load_any_counts(counts, raw_vocab_size, tmp, _memory(None)[1]))
+    except BaseException:
+        trainer.close()
+        raise
+    return trainer
 
 
 def _run(trainer: "_core.Trainer", corpus: "Corpus", progress: bool, meta: Dict[str, Any],
