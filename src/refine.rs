@@ -12,10 +12,13 @@
 //!
 //! [`SelectionRule::Refined`]:
 //!
-//! 1. *Character coverage.* From the counts, the most frequent multi-byte characters until they
-//!    cover [`CHAR_COVERAGE`] of all multi-byte character occurrences, at most
+//! 1. *Character coverage.* From the counts of every multi-byte character (counting keeps them
+//!    beside the `raw_vocab_size` cut: [`Counter::char_counts`](crate::Counter::char_counts);
+//!    from counts given to the trainer, every character among them), the most frequent ones
+//!    until they cover [`CHAR_COVERAGE`] of all multi-byte character occurrences, at most
 //!    [`CHAR_COVERAGE_SHARE`] of `k` (and at most `k - 256`), are kept at every step before any
-//!    other multi-byte token.
+//!    other multi-byte token. Covered characters below the raw vocabulary's cut join the raw
+//!    vocabulary (with their counts) before the filtering pass.
 //! 2. *Refining passes.* After the filtering pass, the vocabulary is cut to
 //!    `REFINE_STEPS[0] * k` tokens, the training text is encoded again with it and usage counted
 //!    again; then `REFINE_STEPS[1] * k`, and so on; the last cut goes to `k`. A step that would
@@ -83,7 +86,8 @@ pub fn step_size(step: usize, k: usize) -> usize {
     (REFINE_STEPS[step] * k as f64).round() as usize
 }
 
-fn one_multibyte_char(t: &[u8]) -> bool {
+/// Whether `t` is exactly one UTF-8 character of 2 to 4 bytes.
+pub(crate) fn one_multibyte_char(t: &[u8]) -> bool {
     (2..=4).contains(&t.len()) && std::str::from_utf8(t).map(|s| s.chars().count() == 1).unwrap_or(false)
 }
 

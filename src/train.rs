@@ -75,9 +75,10 @@ pub struct TrainConfig {
     /// Where spill runs are written. `None`: a new directory under the system's temporary
     /// directory, removed when the trainer is dropped.
     pub tmp_dir: Option<PathBuf>,
-    /// How the final vocabulary is chosen: [`SelectionRule::Refined`] (the default: character
-    /// coverage, refining passes, tokens saved; see [`crate::refine`]) or the paper's
-    /// [`SelectionRule::Paper`] (the reference setting: one filtering pass, the most used tokens).
+    /// How the final vocabulary is chosen: the paper's [`SelectionRule::Paper`] (the default and
+    /// reference setting, SPEC section 4: one filtering pass, the most used tokens) or
+    /// [`SelectionRule::Refined`] (character coverage over every counted character, refining
+    /// passes, tokens saved; see [`crate::refine`]).
     pub selection: SelectionRule,
 }
 
@@ -168,6 +169,8 @@ pub struct Trained {
     pub refine: Vec<FilterStats>,
     /// Multi-byte characters kept by coverage ([`SelectionRule::Refined`]).
     pub covered_characters: usize,
+    /// Of those, the characters below the `raw_vocab_size` cut, added to the raw vocabulary.
+    pub covered_beyond_cut: usize,
     pub selection: SelectionRule,
     /// Set when the result has fewer ids than `vocab_size` (a raw vocabulary too small).
     pub warning: Option<String>,
@@ -209,6 +212,8 @@ pub struct Trainer {
     refine_stats: Vec<FilterStats>,
     /// Multi-byte characters every cut keeps (empty for [`SelectionRule::Paper`]).
     covered: std::collections::HashSet<Vec<u8>>,
+    /// Covered characters the raw vocabulary's cut left out (added to it).
+    beyond_cut: usize,
 }
 
 impl Trainer {
@@ -234,6 +239,7 @@ impl Trainer {
             filter_stats: None,
             refine_stats: Vec::new(),
             covered: Default::default(),
+            beyond_cut: 0,
         })
     }
 
@@ -247,24 +253,43 @@ impl Trainer {
             _ => return Err(Error::Value("counts can only be given before the first pass".into())),
         }
         let mut counts = counts;
+        // coverage ranks every character of the counts given, as counting ranks every character
+        // it counted, whatever the raw vocabulary's cut
+        let chars: Vec<(Vec<u8>, u64)> =
+            counts.iter().filter(|(t, _)| refine::one_multibyte_char(t)).cloned().collect();
+        self.set_covered(&chars);
         if let Some(l) = self.config.raw_vocab_size.filter(|&l| l < counts.len()) {
-            // the raw vocabulary's candidates (Filter::rank's order): coverage looks at them only,
-            // as when the trainer counted them itself
+            // the raw vocabulary's candidates (Filter::rank's order)
             use rayon::slice::ParallelSliceMut;
             counts.par_sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             counts.truncate(l);
         }
-        self.set_covered(&counts);
+        self.add_covered(&mut counts, &chars);
         let raw = Filter::rank(counts, None)?;
         self.stage = Stage::Filtering(Filter::new(raw, self.filter_options())?);
         Ok(())
     }
 
-    /// The characters coverage keeps, from the counts ([`SelectionRule::Refined`] only).
-    fn set_covered(&mut self, counts: &[(Vec<u8>, u64)]) {
+    /// The characters coverage keeps, from the character counts ([`SelectionRule::Refined`]
+    /// only).
+    fn set_covered(&mut self, chars: &[(Vec<u8>, u64)]) {
         if self.config.selection == SelectionRule::Refined {
-            self.covered = refine::covered_characters(counts, self.config.regular()).into_iter().collect();
+            self.covered = refine::covered_characters(chars, self.config.regular()).into_iter().collect();
         }
+    }
+
+    /// Adds to the raw vocabulary's counts the covered characters that the `raw_vocab_size` cut
+    /// left out, with their counts from `chars` (so the filtering pass and every cut see them).
+    fn add_covered(&mut self, counts: &mut Vec<(Vec<u8>, u64)>, chars: &[(Vec<u8>, u64)]) {
+        if self.covered.is_empty() {
+            return;
+        }
+        let have: std::collections::HashSet<&[u8]> =
+            counts.iter().filter(|(t, _)| (2..=4).contains(&t.len())).map(|(t, _)| t.as_slice()).collect();
+        let missing: Vec<(Vec<u8>, u64)> =
+            chars.iter().filter(|(t, _)| self.covered.contains(t) && !have.contains(t.as_slice())).cloned().collect();
+        self.beyond_cut = missing.len();
+        counts.extend(missing);
     }
 
     pub fn config(&self) -> &TrainConfig {
@@ -416,10 +441,12 @@ impl Trainer {
         self.current = None;
         let Stage::Counting(c) = &self.stage else { unreachable!("a counting pass ended") };
         if c.round() == c.rounds().len() {
-            let counts: Vec<(Vec<u8>, u64)> = c.result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
+            let mut counts: Vec<(Vec<u8>, u64)> = c.result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
+            let chars = c.char_counts().to_vec();
             // The counter (and its memory) goes before the filter is built.
             self.stage = Stage::Empty;
-            self.set_covered(&counts);
+            self.set_covered(&chars);
+            self.add_covered(&mut counts, &chars);
             let raw = Filter::rank(counts, None)?;
             self.stage = Stage::Filtering(Filter::new(raw, self.filter_options())?);
         }
@@ -518,6 +545,7 @@ impl Trainer {
             used_tokens,
             refine: self.refine_stats.clone(),
             covered_characters: self.covered.len(),
+            covered_beyond_cut: self.beyond_cut,
             selection: self.config.selection,
             warning,
         })
@@ -705,8 +733,18 @@ mod tests {
             c.end_round().unwrap();
         }
         let counts: Vec<(Vec<u8>, u64)> = c.result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
+        // the raw vocabulary alone lacks the characters below its cut that coverage takes
+        let beyond: Vec<(Vec<u8>, u64)> =
+            c.char_counts().iter().filter(|ch| !counts.iter().any(|x| x.0 == ch.0)).cloned().collect();
+        assert!(!beyond.is_empty());
         let mut t = Trainer::new(config()).unwrap();
-        t.use_counts(counts).unwrap();
+        t.use_counts(counts.clone()).unwrap();
+        let cut_only = t.finish_all(&docs);
+        assert_ne!(vocabulary(&cut_only.tokenizer), vocabulary(&local));
+        assert_eq!(cut_only.covered_beyond_cut, 0);
+        // with them (what counting kept beside the cut), the counts give train's result
+        let mut t = Trainer::new(config()).unwrap();
+        t.use_counts(counts.into_iter().chain(beyond).collect()).unwrap();
         assert_eq!(t.next_pass(), Some(Pass::Filter));
         t.begin_pass().unwrap();
         t.add(&docs).unwrap();
@@ -725,7 +763,21 @@ mod tests {
             t.end_pass().unwrap();
         }
         assert!(sizes.len() >= 2, "{sizes:?}");
-        assert_eq!(vocabulary(&t.finish().unwrap().tokenizer), vocabulary(&local));
+        let got = t.finish().unwrap();
+        assert!(got.covered_beyond_cut > 0);
+        assert_eq!(vocabulary(&got.tokenizer), vocabulary(&local));
+    }
+
+    impl Trainer {
+        /// Runs every remaining pass over `docs` and finishes.
+        fn finish_all(mut self, docs: &[&[u8]]) -> Trained {
+            while self.next_pass().is_some() {
+                self.begin_pass().unwrap();
+                self.add(docs).unwrap();
+                self.end_pass().unwrap();
+            }
+            self.finish().unwrap()
+        }
     }
 
     /// Thread pools of any size give the same vocabulary, with either selection.

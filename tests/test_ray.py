@@ -248,3 +248,14 @@ def test_refined_selection_equals_local(cluster, corpus):
     assert vocabulary(tok) == vocabulary(want)
     assert tok.metadata["selection"] == "refined"
     assert len(tok.metadata["refining"]) == len(want.metadata["refining"]) >= 1
+
+
+def test_refined_train_counting_on_ray_equals_local(cluster, corpus):
+    # selection="refined" with the counting on the cluster (partitioned rounds): the characters
+    # every partition counted beside the raw_vocab_size cut reach coverage as in a local run
+    kw = dict(vocab_size=VOCAB, raw_vocab_size=4000, progress=False, selection="refined")
+    want = cnfmce.train(corpus, **kw)
+    assert want.metadata["covered_beyond_cut"] > 0
+    tok = cnfmce.train(corpus, backend="ray", num_partitions=3, **kw)
+    assert vocabulary(tok) == vocabulary(want)
+    assert tok.metadata["covered_beyond_cut"] == want.metadata["covered_beyond_cut"]

@@ -87,9 +87,15 @@ def choose(vocab, use, sc, keep, cov):
     return sorted(chosen, key=lambda t: (-use[t], t))
 
 
-def expected_refined(counts, docs, k, raw_vocab_size=None):
-    cov = covered(counts, k)
-    vocab = raw_vocabulary(counts, raw_vocab_size)
+def expected_refined(counts, docs, k, raw_vocab_size=None, chars=None):
+    """``chars``: every counted character with its count (default: those of ``counts``); the
+    covered ones that the raw_vocab_size cut leaves out join the raw vocabulary."""
+    if chars is None:
+        chars = {t: c for t, c in counts.items() if _one_char(t)}
+    cov = covered(chars, k)
+    cut = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:raw_vocab_size])
+    cut.update({t: chars[t] for t in cov if t not in cut})
+    vocab = raw_vocabulary(cut)
     use = usage_counts(vocab, docs)
     passes = 0
     for f in REFINE_STEPS:
@@ -179,6 +185,50 @@ def test_train_selection_paper_and_refined_on_raw_vocab_size():
     default = cnfmce.train(docs, vocab_size=500, **kw)
     assert default.token_bytes() == paper.token_bytes() and default.metadata["selection"] == "paper"
     assert tokens_of(ref) != tokens_of(paper)
+
+
+def _char_occurrences(docs):
+    from collections import Counter
+    return {ch.encode(): n for ch, n in Counter(ch for d in docs for ch in d if ord(ch) >= 0x80).items()}
+
+
+def test_coverage_sees_characters_below_the_raw_vocabulary_cut():
+    # counting keeps every character's exact count beside the raw_vocab_size cut: coverage takes
+    # characters the cut leaves out (issue 13), against the reference with the full counts
+    # repeated English (many candidates counted more often than any character) and 200 Han
+    # characters spread evenly (each about 4 times)
+    rng = random.Random(21)
+    docs = [" ".join(rng.choice(SENTENCES[:4]) for _ in range(8)) + " "
+            + "".join(chr(0x4E00 + rng.randrange(200)) for _ in range(30)) for _ in range(30)]
+    docs += random_corpus(21, n_docs=3, max_pieces=20)
+    counts = brute_rounds(docs, ROUNDS)
+    chars = {t: c for t, c in counts.items() if _one_char(t)}
+    assert chars == _char_occurrences(docs)  # a character's count is its number of occurrences
+    k, raw = 700, 900
+    cut = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:raw])
+    beyond = covered(chars, k) - set(cut)
+    assert len(beyond) >= 5
+    for threads in (1, 2):
+        tok = cnfmce.train(docs, vocab_size=k, raw_vocab_size=raw, rounds=ROUNDS, selection="refined",
+                           progress=False, num_threads=threads)
+        want, passes = expected_refined(counts, docs, k, raw_vocab_size=raw, chars=chars)
+        assert tokens_of(tok) == want
+        assert tok.metadata["covered_characters"] == len(covered(chars, k))
+        assert tok.metadata["covered_beyond_cut"] == len(beyond)
+        assert tok.metadata["raw_vocabulary"] >= raw + len(beyond)
+    assert set(tokens_of(tok)) >= covered(chars, k)
+    # the counts of every candidate given to train_from_counts: the same (coverage ranks every
+    # character given, then the cut)
+    every = cnfmce.count(docs, raw_vocab_size=HUGE, rounds=ROUNDS, progress=False)
+    assert tokens_of(tfc(every, docs, k, raw_vocab_size=raw)) == tokens_of(tok)
+    # only the raw vocabulary's counts: nothing beyond its cut to cover
+    cut_only = tfc(dict(cnfmce.count(docs, raw_vocab_size=raw, rounds=ROUNDS, progress=False)), docs, k)
+    assert cut_only.metadata["covered_beyond_cut"] == 0
+    assert tokens_of(cut_only) == expected_refined(cut, docs, k)[0] != tokens_of(tok)
+    # the paper's rule does not look at characters: unchanged, and no such key in its metadata
+    paper = cnfmce.train(docs, vocab_size=k, raw_vocab_size=raw, rounds=ROUNDS, progress=False)
+    assert tokens_of(paper) == expected_vocabulary(counts, docs, k, raw_vocab_size=raw)
+    assert "covered_beyond_cut" not in paper.metadata
 
 
 def test_refined_determinism_threads_and_order():

@@ -270,6 +270,8 @@ def _run(trainer: "_core.Trainer", corpus: "Corpus", progress: bool, meta: Dict[
     tok.metadata.update(trainer="cnfmce", vocab_size=vocab_size, raw_vocabulary=raw_size,
                         filtering=filtering, selection=report["selection"],
                         refining=refining, covered_characters=report["covered_characters"])
+    if report["selection"] == "refined":  # covered characters below the raw_vocab_size cut
+        tok.metadata["covered_beyond_cut"] = report["covered_beyond_cut"]
     return tok
 
 

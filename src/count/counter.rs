@@ -74,6 +74,9 @@ pub struct Counter {
     runs: Vec<PathBuf>,
     /// Retained candidates that can still matter, with their counts (sorted after each round).
     kept: Cands,
+    /// Every multi-byte character counted at its round's threshold, with its count, sorted by
+    /// bytes (independent of the `raw_vocab_size` cut).
+    chars: Vec<(Vec<u8>, u64)>,
     stats: RoundStats,
 }
 
@@ -95,6 +98,7 @@ impl Counter {
             trie: None,
             runs: Vec::new(),
             kept: Cands::default(),
+            chars: Vec::new(),
             stats: RoundStats::default(),
         })
     }
@@ -214,10 +218,18 @@ impl Counter {
                 // write a key's bytes only for what the selection stores.
                 let mut buf = Vec::with_capacity(64);
                 for (k, c) in t.take_all() {
+                    let char_ = k.maybe_multibyte_char();
                     if sel.wants(c) {
                         buf.clear();
                         k.write_bytes(&mut buf);
                         sel.keep(&buf, c);
+                        if char_ {
+                            sel.note_char(&buf, c);
+                        }
+                    } else if char_ {
+                        buf.clear();
+                        k.write_bytes(&mut buf);
+                        sel.note_char(&buf, c);
                     }
                 }
             } else {
@@ -281,6 +293,7 @@ impl Counter {
         for p in parts {
             let p = p.borrow();
             sel.add_counted(p.distinct, p.retained);
+            sel.add_chars(&p.chars);
             for (k, c) in p.iter() {
                 if c < r.threshold {
                     return Err(Error::Value(format!(
@@ -300,6 +313,9 @@ impl Counter {
     fn finish_round(&mut self, sel: Selector) -> Result<RoundStats, Error> {
         let done = sel.finish(std::mem::take(&mut self.kept));
         self.kept = done.kept;
+        let mut chars = std::mem::take(&mut self.chars);
+        chars.extend(done.chars);
+        self.chars = super::select::merge_chars(chars);
         self.trie = None;
         self.round += 1;
         self.stats.distinct = done.distinct;
@@ -308,6 +324,13 @@ impl Counter {
             return Err(Error::Value("the corpus is empty: no text to train on".into()));
         }
         Ok(self.stats.clone())
+    }
+
+    /// Every multi-byte UTF-8 character counted (in the round whose lengths hold it, at that
+    /// round's threshold) with its exact count, sorted by bytes, whether or not it is among the
+    /// best `raw_vocab_size` candidates: what the refined selection's character coverage ranks.
+    pub fn char_counts(&self) -> &[(Vec<u8>, u64)] {
+        &self.chars
     }
 
     /// The raw vocabulary: the best `raw_vocab_size` candidates by count (ties by bytes).
@@ -349,6 +372,13 @@ mod tests {
     }
 
     fn run(docs: &[&str], rounds: &[Round], m: usize, budget: usize) -> Vec<(Vec<u8>, u64)> {
+        run_full(docs, rounds, m, budget).0
+    }
+
+    type Counts = Vec<(Vec<u8>, u64)>;
+
+    /// The raw vocabulary and the character counts.
+    fn run_full(docs: &[&str], rounds: &[Round], m: usize, budget: usize) -> (Counts, Counts) {
         static SEQ: AtomicUsize = AtomicUsize::new(0);
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("cnfmce-count-test-{}-{seq}", std::process::id()));
@@ -365,7 +395,44 @@ mod tests {
         }
         let out = c.result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
         std::fs::remove_dir_all(&dir).unwrap();
-        out
+        (out, c.char_counts().to_vec())
+    }
+
+    /// Occurrences of every multi-byte character, by bytes.
+    fn brute_chars(docs: &[&str]) -> Counts {
+        let mut m: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+        for d in docs {
+            for ch in d.chars().filter(|c| c.len_utf8() > 1) {
+                *m.entry(ch.to_string().into_bytes()).or_insert(0) += 1;
+            }
+        }
+        m.into_iter().collect()
+    }
+
+    #[test]
+    fn character_counts_ignore_the_cut() {
+        let mut docs = DOCS.to_vec();
+        docs.extend(["𝒳𝒳 ß ß ßé 中中中 文", "漢字 中"]);
+        let all = brute_chars(&docs);
+        assert!(all.iter().any(|(k, _)| k.len() == 4) && all.iter().any(|(k, _)| k.len() == 2));
+        let rounds = [
+            Round { min_len: 1, max_len: 5, threshold: 0 },
+            Round { min_len: 6, max_len: 10, threshold: 2 },
+        ];
+        for m in [1, 5, 1000] {
+            for budget in [usize::MAX >> 1, 1] {
+                let (raw, chars) = run_full(&docs, &rounds, m, budget);
+                assert_eq!(chars, all, "m {m}, budget {budget}");
+                assert_eq!(raw.len(), m.min(raw.len()));
+            }
+        }
+        // characters counted in a later round keep only those at its threshold
+        let later = [Round { min_len: 1, max_len: 2, threshold: 0 }, Round { min_len: 3, max_len: 8, threshold: 2 }];
+        let want: Counts = all.iter().filter(|(k, c)| k.len() == 2 || *c >= 2).cloned().collect();
+        assert!(want.len() < all.len());
+        for budget in [usize::MAX >> 1, 1] {
+            assert_eq!(run_full(&docs, &later, 3, budget).1, want);
+        }
     }
 
     const DOCS: &[&str] = &[

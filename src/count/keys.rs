@@ -13,6 +13,9 @@ pub(crate) trait CountKey: SlotKey + Clone + Eq + Hash + Ord + Send + Sync + 'st
     fn from_bytes(b: &[u8]) -> Self;
     /// Appends the candidate's bytes to `out`.
     fn write_bytes(&self, out: &mut Vec<u8>);
+    /// False when the candidate cannot be one multi-byte UTF-8 character (2 to 4 bytes, a lead
+    /// byte of at least 0xC2); a cheap test before writing the bytes.
+    fn maybe_multibyte_char(&self) -> bool;
     fn bytes(&self) -> Vec<u8> {
         let mut v = Vec::new();
         self.write_bytes(&mut v);
@@ -82,6 +85,10 @@ impl<const N: usize> CountKey for Words<N> {
         w[N - 1] |= b.len() as u64;
         Words { w }
     }
+    #[inline]
+    fn maybe_multibyte_char(&self) -> bool {
+        (2..=4).contains(&(self.w[N - 1] & 0xFF)) && (self.w[0] >> 56) >= 0xC2
+    }
     fn write_bytes(&self, out: &mut Vec<u8>) {
         let len = (self.w[N - 1] & 0xFF) as usize;
         let start = out.len();
@@ -96,6 +103,9 @@ impl CountKey for Box<[u8]> {
     const MAX_LEN: usize = usize::MAX;
     fn from_bytes(b: &[u8]) -> Self {
         b.into()
+    }
+    fn maybe_multibyte_char(&self) -> bool {
+        (2..=4).contains(&self.len()) && self[0] >= 0xC2
     }
     fn write_bytes(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(self);
@@ -121,5 +131,21 @@ mod tests {
         assert!(v.iter().all(|b| { let n = K32::from_bytes(b).write_to(&mut buf); buf[..n] == b[..] }));
         let k32: Vec<K32> = v.iter().map(|b| K32::from_bytes(b)).collect();
         assert!(k32.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn multibyte_char_prefilter_never_misses_one() {
+        let chars = ["é", "中", "𝒳", "ß", "\u{80}", "\u{10FFFF}"];
+        for c in chars {
+            let b = c.as_bytes();
+            assert!(K16::from_bytes(b).maybe_multibyte_char() && K32::from_bytes(b).maybe_multibyte_char());
+            assert!(Box::<[u8]>::from(b).maybe_multibyte_char());
+        }
+        for b in [&b"a"[..], b"ab", "é!".as_bytes(), b"\xC1\x81", "中文".as_bytes(), "é".as_bytes().split_at(1).0] {
+            let many = b.len() > 4 || b.len() < 2;
+            if many || b[0] < 0xC2 {
+                assert!(!K16::from_bytes(b).maybe_multibyte_char() && !Box::<[u8]>::from(b).maybe_multibyte_char());
+            }
+        }
     }
 }

@@ -5,6 +5,11 @@
 //! (they go into that round's trie), and the best `m` (count descending, ties by bytes) of the
 //! others, which contain the final raw vocabulary. A running cutoff drops most low counts without
 //! storing them. The outcome does not depend on the order of the offers.
+//!
+//! Beside the cut, every offered candidate that is one multi-byte UTF-8 character and reaches
+//! the round's threshold is recorded with its exact count, whatever the cut keeps: the refined
+//! selection's character coverage (`crate::refine`) ranks characters by these counts, so a
+//! character below the raw vocabulary's cut can still be covered.
 
 use super::cands::Cands;
 
@@ -18,6 +23,7 @@ pub(crate) struct Selector {
     cutoff: u64,
     distinct: u64,
     retained: u64,
+    chars: Vec<(Vec<u8>, u64)>,
 }
 
 /// What a round's selection gives: the candidates that can still matter, sorted by count
@@ -26,6 +32,8 @@ pub(crate) struct Selected {
     pub(crate) kept: Cands,
     pub(crate) distinct: u64,
     pub(crate) retained: u64,
+    /// The multi-byte characters offered at the threshold with their counts, sorted by bytes.
+    pub(crate) chars: Vec<(Vec<u8>, u64)>,
 }
 
 impl Selector {
@@ -41,7 +49,22 @@ impl Selector {
             cutoff: 0,
             distinct: 0,
             retained: 0,
+            chars: Vec::new(),
         }
+    }
+
+    /// Records `k` with count `c` when it is one multi-byte character at the threshold (every
+    /// offered candidate must pass here once, whether it is stored or not).
+    #[inline]
+    pub(crate) fn note_char(&mut self, k: &[u8], c: u64) {
+        if c >= self.threshold && c > 0 && crate::refine::one_multibyte_char(k) {
+            self.chars.push((k.to_vec(), c));
+        }
+    }
+
+    /// Adds characters that another selector over part of the round's candidates recorded.
+    pub(crate) fn add_chars(&mut self, chars: &[(Vec<u8>, u64)]) {
+        self.chars.extend(chars.iter().filter(|e| e.1 >= self.threshold).cloned());
     }
 
     /// Counts one distinct candidate with count `c` and tells whether it must be stored: when
@@ -88,6 +111,7 @@ impl Selector {
     /// [`Selector::wants`] and, when wanted, [`Selector::keep`].
     #[inline]
     pub(crate) fn offer(&mut self, k: &[u8], c: u64) {
+        self.note_char(k, c);
         if self.wants(c) {
             self.keep(k, c);
         }
@@ -95,7 +119,7 @@ impl Selector {
 
     /// The round's outcome joined with what earlier rounds kept.
     pub(crate) fn finish(self, earlier: Cands) -> Selected {
-        let Selector { future, m, direct, mut low, distinct, retained, .. } = self;
+        let Selector { future, m, direct, mut low, distinct, retained, chars, .. } = self;
         let mut all = earlier;
         all.extend(&direct);
         drop(direct);
@@ -104,8 +128,21 @@ impl Selector {
         drop(low);
         all.sort();
         all.retain(|i, c| i < m || future.is_some_and(|f| c >= f));
-        Selected { kept: all, distinct, retained }
+        Selected { kept: all, distinct, retained, chars: merge_chars(chars) }
     }
+}
+
+/// Character counts sorted by bytes, the counts of a character recorded more than once summed.
+pub(crate) fn merge_chars(mut chars: Vec<(Vec<u8>, u64)>) -> Vec<(Vec<u8>, u64)> {
+    chars.sort_unstable();
+    let mut out: Vec<(Vec<u8>, u64)> = Vec::with_capacity(chars.len());
+    for (k, c) in chars {
+        match out.last_mut() {
+            Some(last) if last.0 == k => last.1 = last.1.saturating_add(c),
+            _ => out.push((k, c)),
+        }
+    }
+    out
 }
 
 /// Buffer size at which the low candidates are pruned to the best `m` (small in tests so that

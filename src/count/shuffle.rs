@@ -328,17 +328,21 @@ impl RoundSelector {
 /// The candidates one partition keeps after a round (sorted by count descending, ties by
 /// bytes), with the number of distinct candidates the partition had and how many reached the
 /// threshold (for the round's statistics).
+/// It also carries the partition's multi-byte characters at the threshold with their counts,
+/// kept or not (see [`Counter::char_counts`](super::Counter::char_counts)).
 #[derive(Default)]
 pub struct Selection {
     pub(crate) kept: Cands,
     pub distinct: u64,
     pub retained: u64,
+    /// Multi-byte characters at the threshold with their counts, sorted by bytes.
+    pub(crate) chars: Vec<(Vec<u8>, u64)>,
 }
 
 impl Selection {
     fn from_selector(sel: Selector) -> Self {
         let done = sel.finish(Cands::default());
-        Selection { kept: done.kept, distinct: done.distinct, retained: done.retained }
+        Selection { kept: done.kept, distinct: done.distinct, retained: done.retained, chars: done.chars }
     }
 
     pub fn len(&self) -> usize {
@@ -354,12 +358,21 @@ impl Selection {
         (0..self.kept.len()).map(|i| self.kept.get(i))
     }
 
-    /// Little-endian `u64` distinct, `u64` retained, then the records (as in
-    /// [`BlockCounts::to_bytes`]) best first.
+    /// The multi-byte characters at the threshold, kept or not, with their counts (by bytes).
+    pub fn chars(&self) -> &[(Vec<u8>, u64)] {
+        &self.chars
+    }
+
+    /// Little-endian `u64` distinct, `u64` retained, `u64` number of characters, the character
+    /// records by bytes, then the candidate records (as in [`BlockCounts::to_bytes`]) best first.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend_from_slice(&self.distinct.to_le_bytes());
         out.extend_from_slice(&self.retained.to_le_bytes());
+        out.extend_from_slice(&(self.chars.len() as u64).to_le_bytes());
+        for (k, c) in &self.chars {
+            write_record(&mut out, k, *c).expect("characters are at most 4 bytes");
+        }
         for (k, c) in self.iter() {
             write_record(&mut out, k, c).expect("candidates are at most 1024 bytes");
         }
@@ -368,12 +381,23 @@ impl Selection {
 
     pub fn from_bytes(data: &[u8]) -> Result<Self, Error> {
         let bad = |m: String| Error::Value(format!("not a cnfmce selection: {m}"));
-        if data.len() < 16 {
+        if data.len() < 24 {
             return Err(bad("too short".into()));
         }
         let distinct = u64::from_le_bytes(data[..8].try_into().expect("8 bytes"));
         let retained = u64::from_le_bytes(data[8..16].try_into().expect("8 bytes"));
-        let mut rest = &data[16..];
+        let n_chars = u64::from_le_bytes(data[16..24].try_into().expect("8 bytes"));
+        let mut rest = &data[24..];
+        let mut chars: Vec<(Vec<u8>, u64)> = Vec::new();
+        for _ in 0..n_chars {
+            match read_record(&mut rest).map_err(bad)? {
+                Some((k, c)) if crate::refine::one_multibyte_char(&k) && chars.last().map_or(true, |l| l.0 < k) => {
+                    chars.push((k, c))
+                }
+                Some(_) => return Err(bad("the characters are not single characters sorted by bytes".into())),
+                None => return Err(bad("fewer characters than announced".into())),
+            }
+        }
         let mut kept = Cands::default();
         while let Some((k, c)) = read_record(&mut rest).map_err(bad)? {
             if k.is_empty() || k.len() > MAX_CANDIDATE_LEN {
@@ -384,7 +408,7 @@ impl Selection {
         if (kept.len() as u64) > retained || retained > distinct {
             return Err(bad("inconsistent statistics".into()));
         }
-        Ok(Selection { kept, distinct, retained })
+        Ok(Selection { kept, distinct, retained, chars })
     }
 }
 
@@ -769,6 +793,16 @@ mod tests {
         let mut rng = Lcg(7);
         let ms = [1, 3, 7, 20, 60, 1000];
         let wants: Vec<Vec<(Vec<u8>, u64)>> = ms.iter().map(|&m| local(&docs, m)).collect();
+        let chars = {
+            let mut c = Counter::new(rounds(), 1, 1 << 30, std::env::temp_dir()).unwrap();
+            for _ in rounds() {
+                c.begin_round().unwrap();
+                c.add(&docs).unwrap();
+                c.end_round().unwrap();
+            }
+            c.char_counts().to_vec()
+        };
+        assert!(chars.len() >= 6);
         for trial in 0..24 {
             let m = ms[trial % 6];
             let want = &wants[trial % 6];
@@ -807,6 +841,7 @@ mod tests {
             }
             let got: Vec<(Vec<u8>, u64)> = c.result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
             assert_eq!(&got, want, "trial {trial}: m {m}, {parts} parts, {nblocks} blocks, budget {budget}");
+            assert_eq!(c.char_counts(), &chars[..], "trial {trial}: characters");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -909,6 +944,25 @@ mod tests {
         assert!(m.top(None).is_err()); // overflow
         assert!(RoundSelector::from_bytes(&[0; 24]).is_err());
         assert!(Selection::from_bytes(&[0; 15]).is_err());
+        assert!(Selection::from_bytes(&[0; 23]).is_err());
+        {
+            // characters: announced but missing, not a single character, out of order
+            let head = |n: u64| [1u64.to_le_bytes(), 1u64.to_le_bytes(), n.to_le_bytes()].concat();
+            assert!(Selection::from_bytes(&head(1)).is_err());
+            for recs in [vec!["ab"], vec!["中", "é"], vec!["中文"]] {
+                let mut d = head(recs.len() as u64);
+                for r in &recs {
+                    write_record(&mut d, r.as_bytes(), 1).unwrap();
+                }
+                assert!(Selection::from_bytes(&d).is_err(), "{recs:?}");
+            }
+            let mut d = head(2);
+            write_record(&mut d, "é".as_bytes(), 3).unwrap();
+            write_record(&mut d, "中".as_bytes(), 1).unwrap();
+            let s = Selection::from_bytes(&d).unwrap();
+            assert_eq!(s.chars().len(), 2);
+            assert_eq!(Selection::from_bytes(&s.to_bytes()).unwrap().chars(), s.chars());
+        }
         let sel = RoundSelector { threshold: 2, later_threshold: Some(5), raw_vocab_size: 9 };
         assert_eq!(RoundSelector::from_bytes(&sel.to_bytes()).unwrap(), sel);
         let last = RoundSelector { later_threshold: None, ..sel };
