@@ -305,3 +305,52 @@ def test_refined_selection_equals_local(cluster, corpus):
     assert vocabulary(tok) == vocabulary(want)
     assert tok.metadata["selection"] == "refined"
     assert len(tok.metadata["refining"]) == len(want.metadata["refining"]) >= 1
+
+
+def _strip_metadata(path):
+    """A tokenizer file without its free-form metadata (timings, the backend's statistics)."""
+    d = json.loads(path.read_text(encoding="utf-8"))
+    d.pop("metadata")
+    return d
+
+
+def test_cli_backend_ray(cluster, corpus, tmp_path):
+    """cnfmce train / count / tokenize --backend ray --ray-address ADDR (the module's cluster):
+    the local run's files."""
+    from cnfmce.cli import main
+    addr = ray.get_runtime_context().gcs_address
+    on_ray = ["--backend", "ray", "--ray-address", addr]
+    small = corpus[:2]
+    train = ["train", "--vocab-size", "800", "--raw-vocab-size", "8000", "--rounds", "1-8:0,9-16:3",
+             "--quiet"]
+    assert main(train + ["-o", str(tmp_path / "local.json")] + small) == 0
+    assert main(train + ["-o", str(tmp_path / "ray.json")] + on_ray + small) == 0
+    assert _strip_metadata(tmp_path / "ray.json") == _strip_metadata(tmp_path / "local.json")
+    assert json.loads((tmp_path / "ray.json").read_text())["metadata"]["counting"]["round_stats"][0]["shuffled_bytes"] > 0
+    count = ["count", "--raw-vocab-size", "5000", "--rounds", "1-10:0", "--quiet"]
+    assert main(count + ["-o", str(tmp_path / "local.tsv")] + small) == 0
+    assert main(count + ["-o", str(tmp_path / "ray.tsv")] + on_ray + small) == 0
+    # the candidates and counts, byte for byte (the second line is the run's info: timings)
+    got, want = ((tmp_path / f).read_bytes().split(b"\n", 2) for f in ("ray.tsv", "local.tsv"))
+    assert got[0] == want[0] and got[2] == want[2] and len(want[2]) > 10_000
+    tok = ["tokenize", "-t", str(tmp_path / "local.json"), "--format", "megatron",
+           "--shard-size", "100KB", "--quiet"]
+    assert main(tok + ["-o", str(tmp_path / "sl")] + small) == 0
+    assert main(tok + ["-o", str(tmp_path / "sr")] + on_ray + small) == 0
+    assert len(_files(tmp_path / "sl")) > 3
+    assert _files(tmp_path / "sr") == _files(tmp_path / "sl")
+
+
+def test_cli_backend_errors(corpus, tmp_path, monkeypatch, capsys):
+    from cnfmce.cli import main
+    out = str(tmp_path / "t.json")
+    assert main(["train", "-o", out, "--vocab-size", "300", "--ray-address", "x:1", corpus[0]]) == 1
+    assert "--ray-address needs --backend ray" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    for cmd in (["train", "-o", out, "--vocab-size", "300"], ["count", "-o", str(tmp_path / "c.tsv")],
+                ["tokenize", "-t", out, "-o", str(tmp_path / "s"), "--format", "npy"]):
+        assert main(cmd + ["--backend", "ray", corpus[0]]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("cnfmce: error: --backend ray") and "pip install 'cnfmce[ray]'" in err
+        assert "Traceback" not in err
+    assert not os.path.exists(out)

@@ -42,14 +42,14 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _core
 from ._blocks import (Block, batches, decompressed_size, estimate_text_bytes, iter_block,
                       list_files, plan_blocks, texts_of_column, utf8_size)
 from .corpus import Documents, classify_inputs
 from .errors import CnfmceError
-from .tokenizer import DEFAULT_BOUNDARY_PENALTY, Tokenizer, _check_options, useful_threads
+from .tokenizer import DEFAULT_BOUNDARY_PENALTY, Tokenizer, _check_options
 
 __all__ = ["count", "train", "train_from_counts", "tokenize_corpus", "ClusterError",
            "DEFAULT_BLOCK_SIZE_RANGE"]
