@@ -112,12 +112,14 @@ def run(args: Any) -> Dict[str, Any]:
     res["trained"] = list(CONFIGS)
     res["defaults"] = {"raw_vocab_per_token": cnfmce._core.RAW_VOCAB_PER_TOKEN}
     res["runs"] = {}
+    old_runs: Dict[str, Any] = {}
     try:  # runs of an earlier invocation that this one does not redo (GEN_RUNS) are kept
         old = json.loads((C.RESULTS / f"{NAME}.json").read_text())
-        res["runs"] = {k: v for k, v in old.get("runs", {}).items()
-                       if tuple(k.split("-")) not in RUNS}
+        old_runs = old.get("runs", {})
+        res["runs"] = {k: v for k, v in old_runs.items() if tuple(k.split("-")) not in RUNS}
     except (OSError, ValueError):
         pass
+    core = C._cmd(["git", "rev-parse", "HEAD:src"])
     for corpus, size in RUNS:
         key = f"{corpus}-{size}"
         r: Dict[str, Any] = {"train": {}, "eval": {}, "from_selection": {}}
@@ -137,6 +139,13 @@ def run(args: Any) -> Dict[str, Any]:
             r["train"][config] = info
             tok = cnfmce.Tokenizer.load(str(OUT / f"{corpus}-{size}-{config}.run.cnfmce.json.gz"))
             r["eval"][config] = X.evaluate_sets(tok, cats=cats_of(corpus))
+        # the *after* of the previous core (src/ tree) this run replaces, kept for the comparison
+        o = old_runs.get(key, {})
+        o_core = o.get("train", {}).get("after", {}).get("params", {}).get("core")
+        if "after" in CONFIGS and o_core and o_core != core and "after" in o.get("eval", {}):
+            r["previous_after"] = {"core": o_core, "eval": o["eval"]["after"], "train": o["train"]["after"]}
+        elif o.get("previous_after"):
+            r["previous_after"] = o["previous_after"]
         res["runs"][key] = r
         line = []
         for kind in ("indomain", "heldout"):
@@ -194,7 +203,16 @@ def render(res: Dict[str, Any], md: Path) -> None:
         hdr = ["evaluation", "set", "BPE CPT"]
         for c in cfgs:
             hdr += [f"{c} CPT", f"{c} gain"]
+        prev = r.get("previous_after")
+        if prev:
+            hdr.append("after, previous core")
+            for row, (kind, cat) in zip(rows, [(k, c) for k in ("indomain", "heldout") for c in cats]):
+                row.insert(len(row) - 1, C.pct(_g(prev["eval"][kind][cat]["cpt"], r["eval"]["bpe"][kind][cat]["cpt"]), sign=True))
         L += [C.md_table(hdr + ["target"], rows, "ll" + "r" * (len(hdr) - 1)), ""]
+        if prev:
+            L += [f"*after, previous core*: the same command with the core of src/ tree `{prev['core'][:10]}` "
+                  f"({prev['train'].get('covered_characters') or 0:,} covered characters, only those inside the raw "
+                  "vocabulary's cut), replaced by this run's.", ""]
         trn = r["train"]
         if r.get("from_selection"):
             L += ["Not trained by this run, from the same rule computed by `experiments/selection.py` "
@@ -230,13 +248,21 @@ def render(res: Dict[str, Any], md: Path) -> None:
                                     and g < 0):
                                 s = f"**{s}**"
                             row.append(s)
+                    if prev:
+                        for kind in ("indomain", "heldout"):
+                            bl = r["eval"]["bpe"][kind][cat]["langs"].get(lang)
+                            pl = prev["eval"][kind][cat]["langs"].get(lang)
+                            ok = bl and bl["chars"] >= MIN_LANG_EVAL_CHARS and pl
+                            row.append(C.pct(_g(pl["cpt"], bl["cpt"]), sign=True) if ok else "")
                     if any_:
                         rows.append(row)
             L += [f"Per language (gain over the BPE; evaluation sets with at least {MIN_LANG_EVAL_CHARS:,} "
                   f"characters; bold: a multi language with more than {MIN_LANG_TRAIN_CHARS:,} training "
                   "characters below the BPE under *after*):", "",
                   C.md_table(["language", "train chars"] + [f"in-domain {c}" for c in cfgs]
-                             + [f"held-out {c}" for c in cfgs], rows), ""]
+                             + [f"held-out {c}" for c in cfgs]
+                             + (["in-domain after, previous core", "held-out after, previous core"] if prev else []),
+                             rows), ""]
     md.write_text("\n".join(L))
 
 

@@ -1,0 +1,176 @@
+"""Issue 13, item 3: do counting thresholds scaled to the corpus size beat the paper's 80?
+
+The paper set the thresholds of its rounds 2 and 3 ((13-21, 80), (22-30, 80)) for 6.9M documents.
+This trains ``cnfmce.train(paths, vocab_size=k, rounds=((1, 12, 0), (13, 21, T), (22, 30, T)),
+selection=...)`` on the protocol's training text for a grid of T, one process each, one at a
+time, and evaluates in-domain and held-out by package against the same-data BPE.
+
+    python experiments/thresholds.py             # docs/results/thresholds.{json,md}
+    python experiments/thresholds.py --render
+
+``THR_RUNS=en-32k,mix-32k`` picks the corpora and sizes, ``THR_T=80,20,5`` the thresholds,
+``THR_SELECTION=refined`` the selection (default ``refined``). Tokenizers and timings are cached
+under ``experiments/out/thresholds/``; results of earlier invocations are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import cnfx as X  # noqa: E402
+import common as C  # noqa: E402
+import protocol as P  # noqa: E402
+
+NAME = "thresholds"
+OUT = C.OUT / "thresholds"
+RUNS = [tuple(x.split("-")) for x in os.environ.get("THR_RUNS", "en-32k").split(",")]
+THRESHOLDS = [int(x) for x in os.environ.get("THR_T", "80,40,20,10,5").split(",")]
+SELECTION = os.environ.get("THR_SELECTION", "refined")
+PAPER_T = 80
+
+
+def cats_of(corpus: str) -> List[str]:
+    return C.CATEGORIES if corpus == "mix" else [corpus]
+
+
+def rounds_of(t: int):
+    return ((1, 12, 0), (13, 21, t), (22, 30, t))
+
+
+def worker(corpus: str, size: str, t: str, selection: str, out: str) -> None:
+    import cnfmce
+    paths = [str(p) for p in P.train_paths(cats_of(corpus))]
+    t0 = time.perf_counter()
+    tok = cnfmce.train(paths, vocab_size=X.SIZES[size], rounds=rounds_of(int(t)), selection=selection,
+                       progress=False)
+    secs = time.perf_counter() - t0
+    tok.save(out + ".cnfmce.json.gz")
+    md = tok.metadata
+    rs = md.get("counting", {}).get("round_stats") or []
+    Path(out + ".json").write_text(json.dumps({
+        "seconds": round(secs, 1), "counting_s": md.get("counting", {}).get("seconds"),
+        "round_stats": rs, "raw_vocabulary": md.get("raw_vocabulary")}))
+
+
+def trained(corpus: str, size: str, t: int) -> Dict[str, Any]:
+    import cnfmce
+    OUT.mkdir(parents=True, exist_ok=True)
+    base = OUT / f"{corpus}-{size}-t{t}-{SELECTION}"
+    meta_p = base.with_suffix(".json")
+    params = {"t": t, "selection": SELECTION, "cnfmce": cnfmce.__version__,
+              "core": C._cmd(["git", "rev-parse", "HEAD:src"])}
+    try:
+        m = json.loads(meta_p.read_text())
+        if m.get("params") == params:
+            return m
+    except (OSError, ValueError):
+        pass
+    print(f"[thr] training {corpus} {size} T={t} {SELECTION} ...", flush=True)
+    load0 = os.getloadavg()
+    proc = subprocess.Popen([sys.executable, __file__, "--worker", corpus, size, str(t), SELECTION,
+                             str(base) + ".run"])
+    _, status, ru = os.wait4(proc.pid, 0)
+    if status != 0:
+        raise RuntimeError(f"training {corpus} {size} T={t} failed ({status})")
+    info = json.loads(Path(str(base) + ".run.json").read_text())
+    info.update(peak_rss=ru.ru_maxrss * 1024, cpu_s=round(ru.ru_utime + ru.ru_stime, 1), params=params,
+                load_before=load0, load_after=os.getloadavg())
+    meta_p.write_text(json.dumps(info))
+    print(f"[thr] {corpus} {size} T={t}: {info['seconds']}s, cpu {info['cpu_s']}s", flush=True)
+    return info
+
+
+def run(args: Any) -> Dict[str, Any]:
+    import cnfmce
+    res = C.run_header(NAME, False)
+    t_start = time.perf_counter()
+    res["load_before"] = os.getloadavg()
+    res["selection"] = SELECTION
+    res["runs"] = {}
+    try:
+        old = json.loads((C.RESULTS / f"{NAME}.json").read_text())
+        res["runs"] = old.get("runs", {})
+    except (OSError, ValueError):
+        pass
+    for corpus, size in RUNS:
+        key = f"{corpus}-{size}-{SELECTION}"
+        r = res["runs"].get(key, {"corpus": corpus, "size": size, "selection": SELECTION, "by_t": {}})
+        bpe = X.hf_bpe(corpus, P.train_paths(cats_of(corpus)), X.SIZES[size])
+        r["bpe"] = X.evaluate_sets(bpe, cats=cats_of(corpus))
+        st = P.materialize()["stats"]
+        r["train_bytes"] = sum(st[c]["train"]["bytes"] for c in cats_of(corpus))
+        for t in THRESHOLDS:
+            info = trained(corpus, size, t)
+            tok = cnfmce.Tokenizer.load(str(OUT / f"{corpus}-{size}-t{t}-{SELECTION}.run.cnfmce.json.gz"))
+            r["by_t"][str(t)] = {"train": info, "eval": X.evaluate_sets(tok, cats=cats_of(corpus))}
+            g = []
+            for kind in ("indomain", "heldout"):
+                for cat in cats_of(corpus):
+                    b = r["bpe"][kind][cat]["cpt"]
+                    g.append(f"{kind[:2]}/{cat} {r['by_t'][str(t)]['eval'][kind][cat]['cpt'] / b - 1:+.1%}")
+            print(f"[thr] {key} T={t}: " + " ".join(g), flush=True)
+        res["runs"][key] = r
+    res["load_after"] = os.getloadavg()
+    res["runtime_s"] = round(time.perf_counter() - t_start, 1)
+    return res
+
+
+def render(res: Dict[str, Any], md: Path) -> None:
+    L = [C.header_md(res, "Counting thresholds scaled to the corpus (issue 13, item 3)"), ""]
+    L += ["`cnfmce.train(paths, vocab_size=k, rounds=((1, 12, 0), (13, 21, T), (22, 30, T)), "
+          "selection=...)` on the protocol's training text ([protocol.md](protocol.md)), for thresholds T "
+          f"around the paper's {PAPER_T}; gain in characters per token over the same-data byte-level BPE of "
+          "the same size, **in-domain** and **held-out-by-package**. Each training in its own process, one "
+          "at a time, under `nice`; `cpu` = user+system seconds of that process, load = 1-minute "
+          "average before/after it.", ""]
+    for key, r in res["runs"].items():
+        cats = cats_of(r["corpus"])
+        L += [f"## {r['corpus']} ({r['train_bytes'] / 1e6:.0f} MB of training text), {r['size']}, "
+              f"selection=\"{r['selection']}\"", ""]
+        hdr = ["T"] + [f"in-domain {c}" for c in cats] + [f"held-out {c}" for c in cats] + \
+              ["raw vocabulary", "round 2 / 3 retained", "wall s", "cpu s", "load"]
+        rows = []
+        for t in sorted(r["by_t"], key=int, reverse=True):
+            e = r["by_t"][t]
+            row = [t]
+            for kind in ("indomain", "heldout"):
+                for c in cats:
+                    row.append(C.pct(e["eval"][kind][c]["cpt"] / r["bpe"][kind][c]["cpt"] - 1, sign=True))
+            tr = e["train"]
+            rs = tr.get("round_stats") or []
+            ret = " / ".join(f"{s.get('retained', 0):,}" for s in rs[1:]) if rs else ""
+            row += [f"{tr.get('raw_vocabulary') or 0:,}", ret, f"{tr['seconds']:.0f}", f"{tr.get('cpu_s', 0):.0f}",
+                    f"{tr.get('load_before', [0])[0]:.1f}/{tr.get('load_after', [0])[0]:.1f}"]
+            rows.append(row)
+        L += [C.md_table(hdr, rows), ""]
+        base = r["by_t"].get(str(PAPER_T))
+        if base:
+            parts = []
+            for kind in ("indomain", "heldout"):
+                for c in cats:
+                    b = r["bpe"][kind][c]["cpt"]
+                    g0 = base["eval"][kind][c]["cpt"] / b - 1
+                    best_t, best = max(((t, e["eval"][kind][c]["cpt"] / b - 1) for t, e in r["by_t"].items()),
+                                       key=lambda x: x[1])
+                    parts.append(f"{P.KIND_LABEL[kind]} {c}: best T = {best_t}, "
+                                 f"{100 * (best - g0):+.1f} points over T = {PAPER_T}")
+            cpu = {t: e["train"].get("cpu_s") or 0 for t, e in r["by_t"].items()}
+            lo = min(r["by_t"], key=int)
+            L += ["; ".join(parts) + f". CPU time at T = {lo}: {cpu[lo] / max(cpu[str(PAPER_T)], 1e-9):.2f}x "
+                  f"that at T = {PAPER_T}.", ""]
+    md.write_text("\n".join(L))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        worker(*sys.argv[2:7])
+    else:
+        C.experiment_main(NAME, __doc__, run, render)
