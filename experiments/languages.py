@@ -95,7 +95,9 @@ def encoded_shares(ids_of, tokens: List[bytes], texts: List[str]) -> Dict[str, A
 def run(args: Any) -> Dict[str, Any]:
     import cnfmce
     from cnfmce.adapters import as_encoder
+    import time
     res = C.run_header(NAME, False)
+    t0 = time.perf_counter()
     res["load_before"] = os.getloadavg()
     names = os.environ.get("LANG_RUNS")
     runs = names.split(",") if names else sorted(p.name[:-len(".run.cnfmce.json.gz")]
@@ -126,6 +128,7 @@ def run(args: Any) -> Dict[str, Any]:
         print(f"[lang] {name}: " + ", ".join(
             f"{l} {v['vocab']['cnf']['total']}/{v['vocab']['bpe']['total']}" for l, v in r["langs"].items()), flush=True)
     res["load_after"] = os.getloadavg()
+    res["runtime_s"] = round(time.perf_counter() - t0, 1)
     return res
 
 
@@ -138,6 +141,17 @@ def render(res: Dict[str, Any], md: Path) -> None:
           "Then, on the language's **in-domain** and **held-out-by-package** evaluation text, characters per "
           "token and the share of its tokens by length in characters (*byte piece*: a token that is not "
           "valid UTF-8, part of a character spelled in bytes).", ""]
+    summary = []
+    for name, r in res["runs"].items():
+        parts = []
+        for lang, e in r["langs"].items():
+            c, b = e["vocab"]["cnf"].get("total", 0), e["vocab"]["bpe"].get("total", 0)
+            gains = [f"{P.KIND_LABEL[k]} {C.pct(e[k]['cnf']['cpt'] / e[k]['bpe']['cpt'] - 1, sign=True)}"
+                     for k in ("indomain", "heldout") if k in e]
+            parts.append(f"{lang} {C.pct(c / b if b else None, 0)} ({', '.join(gains)})")
+        summary.append(f"{r['size']}: " + "; ".join(parts))
+    L += ["Script tokens of CNF as a share of the BPE's, with the gain in characters per token: "
+          + ". ".join(summary) + ".", ""]
     for name, r in res["runs"].items():
         L += [f"## {r['size']}, {r['config']} (selection=\"{r['selection']}\", "
               f"{r['covered_characters'] or 0:,} covered characters"

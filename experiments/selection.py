@@ -390,12 +390,12 @@ def _page(res: Dict[str, Any]) -> str:
          "The variants are computed in Python from one set of counts (`experiments/cnfx.py`); the core's "
          "`selection=\"refined\"` follows their `gsq-16` with two differences: the core scores tokens "
          "saved against the whole current vocabulary (the experiment against its top 2k), and the core "
-         "can only keep characters that are in the raw vocabulary (the top m counts), while the "
-         "experiment takes them from all its counts (m = 10,000,000) and adds the missing ones. At 32k "
-         "that changes nothing (both keep k/16 = 2,000 characters; `cnfmce.train` lands within 0.2 "
-         "points of `gsq-16`); at 128k the core keeps 5,021 characters and the experiment 8,000, and "
-         "`cnfmce.train` gets zh +0.7% in-domain / +7.8% held-out instead of +2.2% / +10.5% "
-         "([generalisation.md](generalisation.md)).", "",
+         "ranks the characters by the exact counts counting keeps for every character beside the "
+         "raw vocabulary's cut (the experiment by its m = 10,000,000 counts); both add the covered "
+         "characters below the cut to the raw vocabulary. (Before the core kept those counts, it "
+         "could only cover characters inside the cut: 5,021 at 128k instead of 8,000, zh +0.7% "
+         "in-domain / +7.8% held-out; now +1.7% / +10.1%, [generalisation.md](generalisation.md).) "
+         "At 32k both keep k/16 = 2,000 characters, all inside the cut.", "",
          "| variant | what |", "|---|---|"]
     L += [f"| `{n}` | {d} |" for n, d in LEGEND.items()] + [""]
     v128 = res["sizes"].get("128k", {}).get("variants", {})

@@ -189,7 +189,11 @@ whole source packages and evaluated both *in-domain* and *held-out-by-package*.
 script and token length); [selection.md](selection.md): the selection variants measured and the
 raw vocabulary multiples (the table that chose `RAW_VOCAB_PER_TOKEN`);
 [generalisation.md](generalisation.md): before/after with `cnfmce.train` itself
-(`python experiments/generalisation.py`), per category and per language.
+(`python experiments/generalisation.py`), per category and per language;
+[languages.md](languages.md): the languages of multi still below the BPE, their script's tokens in
+each vocabulary and where their tokens go (`python experiments/languages.py`);
+[thresholds.md](thresholds.md): counting thresholds of rounds 2 and 3 around the paper's 80
+(`python experiments/thresholds.py`).
 """
 
 
