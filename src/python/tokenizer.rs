@@ -126,6 +126,41 @@ impl PyCoreTokenizer {
     }
 }
 
+/// (ids, starts, sizes) of `encode_batch_flat`: bytearrays of native-endian u32 ids, i64
+/// document starts and i64 UTF-8 sizes.
+type FlatIds<'py> = (Bound<'py, PyByteArray>, Bound<'py, PyByteArray>, Bound<'py, PyByteArray>);
+
+fn flat<'py>(py: Python<'py>, all: &[Vec<u32>], sizes: &[usize]) -> PyResult<FlatIds<'py>> {
+    let total: usize = all.iter().map(Vec::len).sum();
+    let ids = PyByteArray::new_with(py, total * 4, |buf| {
+        let mut at = 0;
+        for doc in all {
+            for (dst, id) in buf[at..at + doc.len() * 4].chunks_exact_mut(4).zip(doc) {
+                dst.copy_from_slice(&id.to_ne_bytes());
+            }
+            at += doc.len() * 4;
+        }
+        Ok(())
+    })?;
+    let starts = PyByteArray::new_with(py, (all.len() + 1) * 8, |buf| {
+        let mut at = 0i64;
+        for (k, dst) in buf.chunks_exact_mut(8).enumerate() {
+            dst.copy_from_slice(&at.to_ne_bytes());
+            if k < all.len() {
+                at += all[k].len() as i64;
+            }
+        }
+        Ok(())
+    })?;
+    let sizes = PyByteArray::new_with(py, sizes.len() * 8, |buf| {
+        for (dst, &n) in buf.chunks_exact_mut(8).zip(sizes) {
+            dst.copy_from_slice(&(n as i64).to_ne_bytes());
+        }
+        Ok(())
+    })?;
+    Ok((ids, starts, sizes))
+}
+
 #[pymethods]
 impl PyCoreTokenizer {
     /// tokens: the regular tokens; ids: their ids (None: the list index);
@@ -269,36 +304,29 @@ impl PyCoreTokenizer {
         texts: Vec<Bound<'_, PyString>>,
         allowed: Option<&Bound<'_, PySpecialMatcher>>,
         num_threads: Option<usize>,
-    ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyByteArray>, Bound<'py, PyByteArray>)> {
+    ) -> PyResult<FlatIds<'py>> {
         let (all, sizes) = self.encode_strs(py, &texts, allowed, num_threads)?;
-        let total: usize = all.iter().map(Vec::len).sum();
-        let ids = PyByteArray::new_with(py, total * 4, |buf| {
-            let mut at = 0;
-            for doc in &all {
-                for (dst, id) in buf[at..at + doc.len() * 4].chunks_exact_mut(4).zip(doc) {
-                    dst.copy_from_slice(&id.to_ne_bytes());
-                }
-                at += doc.len() * 4;
-            }
-            Ok(())
-        })?;
-        let starts = PyByteArray::new_with(py, (all.len() + 1) * 8, |buf| {
-            let mut at = 0i64;
-            for (k, dst) in buf.chunks_exact_mut(8).enumerate() {
-                dst.copy_from_slice(&at.to_ne_bytes());
-                if k < all.len() {
-                    at += all[k].len() as i64;
-                }
-            }
-            Ok(())
-        })?;
-        let sizes = PyByteArray::new_with(py, sizes.len() * 8, |buf| {
-            for (dst, &n) in buf.chunks_exact_mut(8).zip(&sizes) {
-                dst.copy_from_slice(&(n as i64).to_ne_bytes());
-            }
-            Ok(())
-        })?;
-        Ok((ids, starts, sizes))
+        flat(py, &all, &sizes)
+    }
+
+    /// `encode_batch_flat` of the documents of a `TextBlock` (UTF-8 already: no Python string
+    /// per document), GIL released; the same (ids, starts, sizes).
+    #[pyo3(signature = (block, allowed=None, num_threads=None))]
+    fn encode_block_flat<'py>(
+        &self,
+        py: Python<'py>,
+        block: &super::reader::PyTextBlock,
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<FlatIds<'py>> {
+        let m = allowed.map(|a| &a.get().inner);
+        let (all, sizes) = py.detach(|| {
+            let t = block.inner.lock().unwrap_or_else(|p| p.into_inner());
+            let docs = t.slices();
+            let sizes: Vec<usize> = docs.iter().map(|d| d.len()).collect();
+            guarded(|| in_pool(num_threads, || self.inner.encode_batch(&docs, m))).map(|r| r.map(|all| (all, sizes)))
+        })??;
+        flat(py, &all, &sizes)
     }
 
     #[pyo3(signature = (items, allowed=None, num_threads=None))]
