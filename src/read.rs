@@ -406,8 +406,17 @@ fn json_field_inner(line: &[u8], field: &[u8], out: &mut Vec<u8>, mark: usize) -
             if is_field {
                 if p.peek()? == b'"' {
                     out.truncate(mark); // a repeated key: the last one counts
-                    p.string(Some(out))?;
-                    found = true;
+                    let save = p.i;
+                    if p.string(Some(out)).is_ok() {
+                        found = true;
+                    } else {
+                        // a lone surrogate (or invalid): only Python can hold it, unless a
+                        // later duplicate replaces it
+                        p.i = save;
+                        p.string(None)?;
+                        out.truncate(mark);
+                        found = false;
+                    }
                 } else {
                     // not a string (unless a later duplicate is): Python's error
                     p.value(1)?;
@@ -749,6 +758,8 @@ mod tests {
         assert_eq!(field(r#"{"text": "first", "text": "last"}"#).as_deref(), Some("last"));
         assert_eq!(field(r#"{"text": 1, "text": "last"}"#).as_deref(), Some("last"));
         assert_eq!(field(r#"{"text": "first", "text": 2}"#), None);
+        assert_eq!(field(r#"{"text": "\ud800", "text": "later"}"#).as_deref(), Some("later"));
+        assert_eq!(field(r#"{"text": "later", "text": "\udc00"}"#), None);
         assert_eq!(field(r#"{"textx": "a", "tex": "b"}"#), None);
     }
 

@@ -1,9 +1,23 @@
 """Pretraining data: a corpus turned into token shards (``cnfmce tokenize``).
 
-:func:`tokenize_corpus` streams documents from the training readers (``.txt``, ``.jsonl``,
-``.jsonl.gz``, ``.jsonl.zst``, ``.parquet``; ``field`` names the JSON field or parquet column),
-encodes them with the Rust core (GIL released, all cores) and writes shards of about
-``shard_size`` bytes of tokens in one of three formats. Reading (this thread), encoding (threads
+:func:`tokenize_corpus` streams documents from ``.txt``, ``.jsonl``, ``.jsonl.gz``,
+``.jsonl.zst`` and ``.parquet`` files (``field`` names the JSON field or parquet column), encodes
+them with the Rust core (GIL released, all cores) and writes shards of about ``shard_size`` bytes
+of tokens in one of three formats.
+
+Reading: the core reads JSON lines (plain or gzip) and text files itself
+(``cnfmce._core.CorpusReader``, ``src/read.rs``: gzip and JSON with the GIL released, into blocks
+of UTF-8 documents that the encoder takes without a Python string per document); ``.zst``,
+parquet and in-memory documents go through the training readers (:mod:`cnfmce.corpus`). The
+documents and the errors are the training readers': the core's JSON check only takes lines that
+``json.loads`` surely reads the same way and hands every other line to
+:func:`cnfmce.corpus.parse_jsonl_line`; a file it cannot read on (corrupt or truncated data) is
+read again by the Python reader, past the documents already given, which raises its own error.
+One addition: a line (a ``.txt.gz`` text) that inflates past
+:func:`cnfmce.formats.inflate_limit` of the compressed file's size is a :class:`CorpusError`
+(a gzip bomb), not a memory blow-up.
+
+Threads: reading (this thread), encoding (threads
 that spend their time in the core, GIL released: two sharing the core's pool by default, or
 ``num_threads`` of one core each) and writing (a thread) overlap; documents keep their order, so
 the output is byte-identical whatever ``num_threads`` is.
@@ -739,9 +753,12 @@ class _Reader:
 
     def core_file(self, fi: int, p: str, field_name: str, text: bool, gz: bool, skip: int,
                   hook: Any) -> Iterator[_Batch]:
-        """The documents of ``p`` read by the core, from document ``skip`` on; a file the
-        core cannot read (corrupt or truncated data, an I/O error) goes on with the Python
-        reader, which raises its own error (or reads what the core did not)."""
+        """The documents of ``p`` read by the core, from document ``skip`` on. A line only
+        ``json.loads`` can judge goes to it (:func:`cnfmce.corpus.parse_jsonl_line`). A file
+        the core cannot read on (corrupt or truncated data, an I/O error, or a bad line in a
+        compressed file, where the Python reader may meet the corrupt data first) is read
+        again by the Python reader, past the documents the core gave: it raises its own error
+        (or reads what the core did not), so the errors are the Python readers'."""
         from ._core import CorpusReader, TextBlock
         from .corpus import parse_jsonl_line
         from .formats import inflate_limit
@@ -751,13 +768,27 @@ class _Reader:
         except OSError:
             r = None
         failed: Optional[str] = None
+        bad: Optional[CorpusError] = None
+
+        def judge(line: bytes, lineno: int) -> Optional[str]:
+            nonlocal bad
+            try:
+                doc = parse_jsonl_line(line, p, lineno, field_name)[field_name]
+            except CorpusError as e:
+                if not gz:
+                    raise
+                bad = e
+                return None
+            assert r is not None
+            r.count_document()
+            return doc
         while r is not None:  # documents already in finished shards: read past them
             if r.documents >= skip:
                 break
             what, lineno, detail = r.read(TextBlock(), self.batch_chars, skip - r.documents)
             if what == "unsure":
-                parse_jsonl_line(detail, p, lineno, field_name)
-                r.count_document()
+                if judge(detail, lineno) is None:
+                    break
             elif what == "too_long":
                 raise _too_long(p, lineno, limit)
             elif what == "failed":
@@ -767,9 +798,10 @@ class _Reader:
                 break
             if hook is not None:
                 hook(r.raw_position)
-        if r is not None and failed is None and r.documents < skip:
+        ok = r is not None and failed is None and bad is None
+        if ok and r.documents < skip:
             raise _short_input(fi, r.documents, skip)
-        while r is not None and failed is None:
+        while ok:
             if self.block is None:
                 if self.texts:  # a batch holds one kind of documents
                     yield self.flush()
@@ -780,10 +812,13 @@ class _Reader:
             if what == "full":
                 yield self.flush()
             elif what == "end":
-                break
+                if hook is not None:
+                    hook(os.path.getsize(p))
+                return
             elif what == "unsure":  # a line only json.loads can judge: its error, or its text
-                doc = parse_jsonl_line(detail, p, lineno, field_name)[field_name]
-                r.count_document()
+                doc = judge(detail, lineno)
+                if doc is None:
+                    break
                 try:
                     self.block.push(doc.encode("utf-8"))
                 except UnicodeEncodeError:  # lone surrogates: the encoder's error, as before
@@ -796,12 +831,8 @@ class _Reader:
                 raise _too_long(p, lineno, limit)
             else:
                 failed = detail
-        if r is not None and failed is None:
-            if hook is not None:
-                hook(os.path.getsize(p))
-            return
-        # The core could not read on: the Python reader reads the file again, past the
-        # documents the core gave, and raises its own error where the data is bad.
+                break
+        # The Python reader reads the file again, past the documents the core gave.
         done = max(r.documents if r is not None else 0, skip)
         it = iter(iter_file(p, field_name, hook))
         k = 0
@@ -812,9 +843,13 @@ class _Reader:
         if k < done:
             if r is None or r.documents < skip:
                 raise _short_input(fi, k, skip)
+            if bad is not None:
+                raise bad
             where = f" after line {r.lines}" if not text else ""
             raise CorpusError(f"{p}: cannot read{where}: truncated or corrupt data ({failed})")
         yield from self.python_docs(it)
+        if bad is not None:  # the Python reader took what the core's line check refused
+            raise bad
 
     def final(self) -> Iterator[_Batch]:
         if self.n():
