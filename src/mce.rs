@@ -347,14 +347,62 @@ struct PieceCache {
     entries: Vec<PieceEntry>,
 }
 
+/// Piece caches a thread keeps for other encoders besides the one in use (so that encoders
+/// used in turn in one thread, e.g. several tokenizers, keep their solved pieces).
+const SPARE_CACHES: usize = if cfg!(test) { 2 } else { 3 };
+/// Bytes of piece caches all threads together may hold beyond each thread's first one: past
+/// this, a thread reuses its least recently used cache instead of allocating another.
+const CACHE_BUDGET: usize = 128 << 20;
+const CACHE_BYTES: usize = std::mem::size_of::<PieceEntry>() << CACHE_BITS;
+/// Bytes of piece caches allocated now, in all threads.
+static CACHE_LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Drop for PieceCache {
+    fn drop(&mut self) {
+        if !self.entries.is_empty() {
+            CACHE_LIVE.fetch_sub(CACHE_BYTES, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
 impl PieceCache {
     /// Makes the cache hold `owner`'s pieces (emptied if it held another encoder's).
     fn claim(&mut self, owner: u64) {
         if self.owner != owner || self.entries.is_empty() {
+            if self.entries.is_empty() {
+                CACHE_LIVE.fetch_add(CACHE_BYTES, std::sync::atomic::Ordering::Relaxed);
+            }
             self.entries.clear();
             self.entries.resize(1 << CACHE_BITS, PieceEntry::EMPTY);
             self.owner = owner;
         }
+    }
+
+    /// Makes `active` the cache of `owner`: it stays if it is, else it is swapped with the
+    /// spare that is (most recently used spares last), else a new cache is made while the
+    /// spares and [`CACHE_BUDGET`] allow (the old one kept as a spare), else the least recently
+    /// used one is emptied for `owner`.
+    fn select(active: &mut PieceCache, spares: &mut Vec<PieceCache>, owner: u64) {
+        if active.owner == owner && !active.entries.is_empty() {
+            return;
+        }
+        if let Some(k) = spares.iter().position(|c| c.owner == owner && !c.entries.is_empty()) {
+            let mut c = spares.remove(k);
+            std::mem::swap(active, &mut c);
+            spares.push(c);
+            return;
+        }
+        if !active.entries.is_empty() {
+            let room = spares.len() < SPARE_CACHES
+                && CACHE_LIVE.load(std::sync::atomic::Ordering::Relaxed) + CACHE_BYTES <= CACHE_BUDGET;
+            let mut c = if room { PieceCache::default() } else if !spares.is_empty() { spares.remove(0) } else {
+                active.claim(owner);
+                return;
+            };
+            std::mem::swap(active, &mut c);
+            spares.push(c);
+        }
+        active.claim(owner);
     }
 
     #[inline(always)]
@@ -384,6 +432,8 @@ pub struct Scratch {
     id_by_len: Vec<u32>,
     /// Solved short pieces of the last encoder used with these buffers.
     cache: PieceCache,
+    /// Those of the encoders used before it (see `PieceCache::select`).
+    spare: Vec<PieceCache>,
 }
 
 /// Runs `f` with this thread's scratch buffers, which persist across calls (so does their piece
@@ -413,7 +463,9 @@ impl Scratch {
     /// an idle thread does not keep hundreds of megabytes.
     pub fn shrink(&mut self, max_bytes: usize) {
         if self.starts.capacity() > max_bytes {
-            *self = Scratch::default();
+            // The piece caches are bounded and stay.
+            let (cache, spare) = (std::mem::take(&mut self.cache), std::mem::take(&mut self.spare));
+            *self = Scratch { cache, spare, ..Scratch::default() };
         }
     }
 }
@@ -493,7 +545,7 @@ impl Encoder {
         scratch.lens.resize(n, 0);
         // Sentinel: the end of the text closes the last unit.
         scratch.starts.push(1);
-        scratch.cache.claim(self.id);
+        PieceCache::select(&mut scratch.cache, &mut scratch.spare, self.id);
         // D[q] at the right end of the current piece (D[n] = 0).
         let mut x = 0.0f64;
         let mut q = n;
@@ -1181,6 +1233,10 @@ mod tests {
             let opt = Options { algorithm: Algorithm::Mce, boundary_penalty: lam, token_preference: eps };
             let enc = Encoder::new(Vocab::new(toks.clone()).unwrap(), opt);
             let other = Encoder::new(Vocab::new(toks.clone()).unwrap(), Options { boundary_penalty: 0.2, ..opt });
+            // Four encoders in turn, more than a scratch keeps caches for (1 + SPARE_CACHES):
+            // caches are swapped in, kept as spares, and the least recently used one is reused.
+            let third = enc.with_options(Options { boundary_penalty: 0.1, ..opt });
+            let fourth = enc.with_options(Options { token_preference: !eps, ..opt });
             let mut scratch = Scratch::default();
             // A few short pieces, reused all over the texts.
             let pieces: Vec<Vec<u8>> = (0..6)
@@ -1206,7 +1262,9 @@ mod tests {
                         _ => text.extend_from_slice(&pieces[rng.below(pieces.len())]),
                     }
                 }
-                for e in [&enc, &enc, &other, &enc] {
+                let order: &[&Encoder] =
+                    if t % 2 == 0 { &[&enc, &enc, &other, &enc] } else { &[&enc, &third, &other, &fourth, &other, &enc] };
+                for e in order {
                     let mut got = Vec::new();
                     e.encode_into(&text, &mut scratch, &mut got);
                     assert_eq!(got, reference(&toks, &text, e.options()), "round {round} text {t}");

@@ -30,7 +30,6 @@ from cnfmce.eval_cli import add_eval_parser, main_eval
 import reference as ref
 from conftest import REPO, shared_path
 
-# appended, not first: benches/ray.py must not shadow the ray package for later imports
 sys.path.append(str(REPO / "benches"))
 
 

@@ -29,6 +29,8 @@ want = [tok.encode(t) for t in texts]
 # the parent uses the default pool, a sized pool and training before it forks
 assert tok.encode_batch(texts) == want
 assert tok.encode_batch(texts, num_threads=2) == want
+assert tok.encode_batch(texts, num_threads=1) == want  # the kept pools of explicit sizes
+assert tok.encode_batch(texts, num_threads=3) == want
 parent_vocab = cnfmce.train(texts, vocab_size=300, progress=False).get_vocab()
 counter = _core.Counter([(1, 4, 0)], 1000, 1 << 24, "", 2)
 counter.begin_round()
@@ -37,6 +39,8 @@ counter.add(texts[:10])
 def child_work():
     assert tok.encode_batch(texts) == want
     assert tok.encode_batch(texts, num_threads=2) == want
+    assert tok.encode_batch(texts, num_threads=1) == want
+    assert tok.encode_batch(texts, num_threads=3) == want
     assert tok.encode_bytes_batch([t.encode() for t in texts]) == want
     ids, starts = tok.encode_batch(texts, return_numpy=True)
     assert ids[starts[3]:starts[4]].tolist() == want[3]

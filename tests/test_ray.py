@@ -183,6 +183,16 @@ def test_errors(cluster, tmp_path, corpus):
         cnfmce.train(corpus, vocab_size=300, ray_address="x:1")
     with pytest.raises(ValueError, match="memory_limit"):
         cnfmce.ray.count(corpus, memory_limit=1 << 50, progress=False)
+    # a text column of another type: a bad corpus file (CorpusError), a dataset of the wrong
+    # type (TypeError); nulls are skipped
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pq.write_table(pa.table({"text": pa.array([b"bytes", None], pa.binary())}), tmp_path / "b.parquet")
+    with pytest.raises(cnfmce.CorpusError, match=r"b.parquet: \"text\" holds binary values"):
+        cnfmce.ray.count([str(tmp_path / "b.parquet")], raw_vocab_size=100, progress=False)
+    ds = ray.data.from_items([{"text": 5}, {"text": None}])
+    with pytest.raises(TypeError, match="'text' column holds int64 values, not strings"):
+        cnfmce.ray.count(ds, raw_vocab_size=100, progress=False)
 
 
 def _free_port() -> int:

@@ -16,7 +16,7 @@ import gzip
 import io
 import os
 from dataclasses import dataclass
-from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Type
 
 from .corpus import (CORPUS_EXTENSIONS, check_corpus_file, corpus_kind, iter_jsonl_stream,
                      open_binary)
@@ -332,21 +332,38 @@ def iter_block(block: Block) -> Iterator[str]:
                                       row_groups=list(block.row_groups))
             while True:
                 try:
-                    texts = next(batches).column(0).to_pylist()
+                    column = next(batches).column(0)
                 except StopIteration:
                     break
                 except Exception as e:  # corrupt pages raise pyarrow's own error types
                     raise CorpusError(f"{block.path}: cannot read row groups {block.row_groups}: "
                                       f"corrupt data ({e})") from None
-                for t in texts:
-                    if t is None:
-                        continue
-                    if not isinstance(t, str):
-                        raise CorpusError(f"{block.path}: \"{block.field}\" holds a "
-                                          f"{type(t).__name__}, not a string")
-                    yield t
+                texts = texts_of_column(column, f"{block.path}: \"{block.field}\"", CorpusError)
+                yield from texts
         return
     raise ValueError(f"unknown block kind {block.kind!r}")
+
+
+def texts_of_column(column: Any, where: str, error: Type[Exception] = CorpusError) -> List[str]:
+    """The documents of a text column (a pyarrow ``Array`` / ``ChunkedArray``): its strings in
+    order, nulls skipped. A column of another type raises ``error`` naming ``where`` (the local
+    readers raise :class:`CorpusError` for a parquet file; a ``ray.data.Dataset`` given as input
+    is a value of the wrong type: ``TypeError``)."""
+    import pyarrow as pa
+    t = column.type
+    if pa.types.is_dictionary(t) and _is_string_type(t.value_type):
+        column = column.cast(t.value_type)
+    elif pa.types.is_null(t):
+        return []
+    elif not _is_string_type(t):
+        raise error(f"{where} holds {t} values, not strings")
+    return column.drop_null().to_pylist()  # type: ignore[no-any-return]
+
+
+def _is_string_type(t: Any) -> bool:
+    import pyarrow as pa
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t)
+                or getattr(pa.types, "is_string_view", lambda _: False)(t))
 
 
 def utf8_size(doc: str, where: str) -> int:

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core
-from ._blocks import (Block, batches, estimate_text_bytes, iter_block, list_files, plan_blocks,
-                      decompressed_size)
+from ._blocks import (Block, batches, decompressed_size, estimate_text_bytes, iter_block,
+                      list_files, plan_blocks, texts_of_column)
 from .corpus import Documents, classify_inputs
 from .errors import CnfmceError
 from .tokenizer import DEFAULT_BOUNDARY_PENALTY, Tokenizer, _check_options, useful_threads
@@ -195,13 +195,8 @@ def _iter_any(block: AnyBlock) -> Iterator[str]:
             if block.field not in obj.column_names:
                 raise CnfmceError(f"the dataset has no {block.field!r} column "
                                   f"(columns: {obj.column_names})")
-            for t in obj.column(block.field).to_pylist():
-                if t is None:
-                    continue
-                if not isinstance(t, str):
-                    raise TypeError(f"the dataset's {block.field!r} column holds a "
-                                    f"{type(t).__name__}, not a string")
-                yield t
+            yield from texts_of_column(obj.column(block.field),
+                                       f"the dataset's {block.field!r} column", TypeError)
         del obj
 
 

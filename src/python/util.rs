@@ -156,8 +156,50 @@ static DEFAULT_POOL: ForkSafePool = ForkSafePool::new(None);
 pub(crate) fn in_pool<R: Send>(num_threads: Option<usize>, f: impl FnOnce() -> R + Send) -> PyResult<R> {
     match num_threads {
         None | Some(0) => DEFAULT_POOL.install(f),
-        Some(n) => Ok(make_pool(Some(n))?.install(f)),
+        Some(n) if n.min(max_threads()) == default_threads() => DEFAULT_POOL.install(f),
+        Some(n) => Ok(sized_pool(n.min(max_threads()))?.install(f)),
     }
+}
+
+/// Threads of the default pool: one per CPU, at most `max_threads()`.
+fn default_threads() -> usize {
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    cpus.min(max_threads())
+}
+
+/// How many pools of an explicit size (other than the default's) stay alive between calls.
+const KEPT_POOLS: usize = 3;
+
+/// The pools of explicit sizes of this process, most recently used last, with the process that
+/// built them: `encode_batch(num_threads=n)` reuses its pool (and so its threads' scratch
+/// buffers and piece caches) instead of starting `n` threads per call. At most [`KEPT_POOLS`]
+/// sizes are kept (the least recently used one is dropped, its threads end once idle); after a
+/// `fork()` the parent's pools are leaked, as in [`ForkSafePool`].
+static SIZED_POOLS: std::sync::Mutex<(u32, Vec<(usize, std::sync::Arc<rayon::ThreadPool>)>)> =
+    std::sync::Mutex::new((0, Vec::new()));
+
+/// The kept pool of `n` threads (`1 <= n <= max_threads()`), built on first use.
+fn sized_pool(n: usize) -> PyResult<std::sync::Arc<rayon::ThreadPool>> {
+    let pid = std::process::id();
+    let mut g = SIZED_POOLS.lock().unwrap_or_else(|p| p.into_inner());
+    if g.0 != pid {
+        for stale in std::mem::take(&mut g.1) {
+            std::mem::forget(stale); // its threads live in another process
+        }
+        g.0 = pid;
+    }
+    if let Some(k) = g.1.iter().position(|(m, _)| *m == n) {
+        let e = g.1.remove(k);
+        let pool = e.1.clone();
+        g.1.push(e);
+        return Ok(pool);
+    }
+    let pool = std::sync::Arc::new(make_pool(Some(n))?);
+    if g.1.len() >= KEPT_POOLS {
+        g.1.remove(0);
+    }
+    g.1.push((n, pool.clone()));
+    Ok(pool)
 }
 
 /// A new pool of `num_threads` threads (None: one per CPU), at most `max_threads()`.

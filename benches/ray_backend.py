@@ -4,10 +4,10 @@
 
 Run from the repository root::
 
-    nice -n 10 python benches/ray.py --sizes 20MB,all --repeats 3 --json benches/out/ray.json
-    nice -n 10 python benches/ray.py --sizes 20MB:3,50MB:2,all:1 --json benches/out/ray.json
-    python benches/ray.py --sizes 5MB --repeats 1            # smoke run (~1 min)
-    python benches/ray.py --from-json benches/out/ray.json   # re-print the report
+    nice -n 10 python benches/ray_backend.py --sizes 20MB,all --repeats 3 --json benches/out/ray.json
+    nice -n 10 python benches/ray_backend.py --sizes 20MB:3,50MB:2,all:1 --json benches/out/ray.json
+    python benches/ray_backend.py --sizes 5MB --repeats 1            # smoke run (~1 min)
+    python benches/ray_backend.py --from-json benches/out/ray.json   # re-print the report
 
 What it measures, per corpus size and backend:
 
@@ -50,11 +50,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-# This file is named ray.py: its folder goes last on the path, so that `import ray` finds Ray
-# and `import harness` still finds benches/harness.py.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
-from harness import (OUT, f1, f2, loadavg, log, machine_info, own_cpu_seconds,  # noqa: E402
+from harness import (OUT, f1, f2, loadavg, log, machine_info, own_cpu_seconds,
                      proc_status_kib, read_jsonl_docs, reset_peak_rss, table)
 
 SHARED = Path(os.environ.get("CNFMCE_SHARED", "/work/shared"))
