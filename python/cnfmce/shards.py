@@ -486,12 +486,15 @@ class _Pipeline:
                 if b.encoded is not None:  # encoded elsewhere (backend="ray")
                     ids_a, starts_a, sizes_a = b.encoded
                     b.encoded = None
-                elif b.block is not None:  # read by the core: UTF-8 documents
-                    ids, starts, sizes = self.core.encode_block_flat(b.block, None, self.per_call)
+                elif b.block is not None:  # read by the core: UTF-8 documents, framed there
+                    toks, lens, sizes = self.core.encode_block_framed(
+                        b.block, self.dt.itemsize, self.bos, self.eos, self.per_call)
                     b.block = None
-                    ids_a = np.frombuffer(ids, dtype=np.uint32)
-                    starts_a = np.frombuffer(starts, dtype=np.int64)
-                    sizes_a = np.frombuffer(sizes, dtype=np.int64)
+                    slot.result = _Encoded(np.frombuffer(toks, dtype=self.dt),
+                                           np.frombuffer(lens, dtype="<i8"),
+                                           np.frombuffer(sizes, dtype="<i8"), b)
+                    slot.ready.set()
+                    continue
                 else:
                     ids, starts, sizes = self.core.encode_batch_flat(b.texts, None, self.per_call)
                     b.texts = []
