@@ -8,6 +8,13 @@ Run from the repository root::
     nice -n 10 python benches/ray_backend.py --sizes 20MB:3,50MB:2,all:1 --json benches/out/ray.json
     python benches/ray_backend.py --sizes 5MB --repeats 1            # smoke run (~1 min)
     python benches/ray_backend.py --from-json benches/out/ray.json   # re-print the report
+    nice -n 10 python benches/ray_backend.py --job tokenize --sizes 20MB:3 --json benches/out/ray_tokenize.json
+
+``--job tokenize`` measures ``cnfmce.tokenize_corpus(tok, paths, out, format="megatron")`` instead
+(the o200k_base tokenizer from the shared vocabularies, eos ``<|endoftext|>``): local (all
+cores) against ``backend="ray"`` (the Ray Data ``map_batches`` pipeline, 2 worker CPUs), the
+same measurements (wall, CPU of every process, peak RSS), and the SHA-256 of the shard files and
+manifest, which must be the same for both backends.
 
 What it measures, per corpus size and backend:
 
@@ -200,6 +207,39 @@ def vocab_sha(tok: Any) -> str:
     return h.hexdigest()[:16]
 
 
+def shards_sha(out: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(out.iterdir()):
+        if not f.name.startswith("."):
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def tokenize_child(spec: Dict[str, Any], res: Dict[str, Any]) -> None:
+    """One tokenize_corpus run into a temporary directory (removed after)."""
+    import shutil
+    import tempfile
+    import cnfmce
+    tok = cnfmce.Tokenizer.from_tiktoken(str(SHARED / "vocabs" / "o200k_base.tiktoken"),
+                                         special_tokens={"<|endoftext|>": 199999})
+    out = Path(tempfile.mkdtemp(prefix="cnfmce-bench-ray-tok-"))
+    try:
+        reset_peak_rss()
+        cpu0 = own_cpu_seconds()
+        t0 = time.perf_counter()
+        kw = {"backend": "ray"} if spec["backend"] == "ray" else {}
+        m = cnfmce.tokenize_corpus(tok, spec["paths"], out / "shards", format="megatron", **kw)
+        res["seconds"] = time.perf_counter() - t0
+        res["driver_cpu_seconds"] = own_cpu_seconds() - cpu0
+        res["driver_peak_rss_kib"] = proc_status_kib("VmHWM")
+        res["bytes"] = m["text_bytes"]
+        res["tokens"] = m["tokens"]
+        res["documents"] = m["documents"]
+        res["shards_sha"] = shards_sha(out / "shards")
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
 def child_main(spec: Dict[str, Any]) -> None:
     import cnfmce
     res: Dict[str, Any] = {"spec": spec}
@@ -213,6 +253,18 @@ def child_main(spec: Dict[str, Any]) -> None:
         ray.get([ray.remote(lambda: os.getpid()).remote() for _ in range(spec["cpus"])])
         res["cluster_start_seconds"] = time.perf_counter() - t0
         watch = ProcessWatch()
+    if spec.get("job") == "tokenize":
+        tokenize_child(spec, res)
+        if spec["backend"] == "ray":
+            import ray
+            procs = watch.stop()
+            res["cluster_cpu_seconds"] = sum(v["cpu_used"] for v in procs.values())
+            workers = [v for v in procs.values() if is_worker(v["name"])]
+            res["worker_cpu_seconds"] = sum(v["cpu_used"] for v in workers)
+            res["worker_peak_rss_kib"] = max([v["hwm_kib"] for v in workers] or [0])
+            ray.shutdown()
+        print(json.dumps(res))
+        return
     reset_peak_rss()
     cpu0 = own_cpu_seconds()
     t0 = time.perf_counter()
@@ -275,7 +327,47 @@ def mb(n: Optional[float]) -> str:
     return "—" if n is None else f"{n / 1e6:.1f} MB"
 
 
+def report_tokenize(res: Dict[str, Any]) -> str:
+    m = res["machine"]
+    out = [f"Build {m.get('git')} (core {m.get('cnfmce_core_sha256')}), ray {m.get('ray')}, "
+           f"{m.get('date')}; tokenize_corpus, o200k_base, megatron shards; Ray with "
+           f"{res['cpus']} worker CPUs."]
+    rows = []
+    for size in res["sizes"]:
+        runs = {b: [r for r in res["runs"] if r["spec"]["size"] == size and r["spec"]["backend"] == b
+                    and "error" not in r] for b in ("local", "ray")}
+        if not runs["local"] or not runs["ray"]:
+            continue
+        nbytes = runs["local"][0]["bytes"]
+        med = {b: statistics.median(r["seconds"] for r in runs[b]) for b in runs}
+        rng = {b: f"{min(r['seconds'] for r in runs[b]):.1f}–{max(r['seconds'] for r in runs[b]):.1f}"
+               for b in runs}
+        cpu_local = statistics.median(r["driver_cpu_seconds"] for r in runs["local"])
+        cpu_ray = statistics.median(r["driver_cpu_seconds"] + r["cluster_cpu_seconds"]
+                                    for r in runs["ray"])
+        same = len({r["shards_sha"] for b in runs for r in runs[b]}) == 1
+        loads = [x for b in runs for r in runs[b] for la in r["loadavg"] for x in la[:1]]
+        rows.append([
+            f"mix-{size}", f"{nbytes / 1e6:.1f}",
+            f"{med['local']:.1f} ({rng['local']}, n={len(runs['local'])})",
+            f"{med['ray']:.1f} ({rng['ray']}, n={len(runs['ray'])})",
+            f"**{med['ray'] / med['local']:.2f}x**", f"**{cpu_ray / cpu_local:.2f}x**",
+            f"{nbytes / 1e6 / cpu_local:.1f}", f"{nbytes / 1e6 / cpu_ray:.1f}",
+            gib(max(r["driver_peak_rss_kib"] for r in runs["local"])),
+            gib(max(r["driver_peak_rss_kib"] for r in runs["ray"])),
+            gib(max(r["worker_peak_rss_kib"] for r in runs["ray"])),
+            "yes" if same else "**NO**", f"{min(loads):.1f}–{max(loads):.1f}"])
+    out.append("")
+    out.append(table(["corpus", "MB", "local s (range, n)", "ray s (range, n)", "ray/local wall",
+                      "ray/local CPU", "local MB/CPU-s", "ray MB/CPU-s", "local peak RSS",
+                      "ray driver peak RSS", "ray worker peak RSS (max)", "same shards",
+                      "load 1-min"], rows))
+    return "\n".join(out)
+
+
 def report(res: Dict[str, Any]) -> str:
+    if res.get("job") == "tokenize":
+        return report_tokenize(res)
     out = []
     m = res["machine"]
     out.append(f"Build {m.get('git')} (core {m.get('cnfmce_core_sha256')}), ray {m.get('ray')}, "
@@ -331,6 +423,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="20MB,all",
                     help="comma-separated: 20MB, 50MB, all (143 MB); SIZE:N runs that size N times")
+    ap.add_argument("--job", choices=("train", "tokenize"), default="train",
+                    help="train (cnfmce.train) or tokenize (cnfmce.tokenize_corpus into shards)")
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--cpus", type=int, default=2, help="worker CPUs of the Ray cluster")
@@ -352,22 +446,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             plan.append((size, int(n) if n else a.repeats))
     sizes = [s for s, _ in plan]
     res: Dict[str, Any] = {"machine": machine_info(["ray", "pyarrow"]), "sizes": sizes,
-                           "vocab": a.vocab, "cpus": a.cpus, "runs": []}
+                           "vocab": a.vocab, "cpus": a.cpus, "job": a.job, "runs": []}
     for size, repeats in plan:
         paths = corpus_files(size)
         log(f"mix-{size}: {corpus_bytes(size) / 1e6:.1f} MB in {len(paths)} files")
         for k in range(repeats):
             for backend in ("local", "ray"):
                 spec = {"size": size, "backend": backend, "paths": paths, "vocab": a.vocab,
-                        "cpus": a.cpus, "repeat": k}
+                        "cpus": a.cpus, "repeat": k, "job": a.job}
                 r = run_child(spec, a.timeout)
                 res["runs"].append(r)
                 if "error" not in r:
-                    log(f"  {backend} #{k + 1}: {r['seconds']:.1f} s, driver peak "
+                    log(f"  {backend} #{k + 1}: {r['seconds']:.1f} s, driver CPU "
+                        f"{r['driver_cpu_seconds']:.1f} s"
+                        + (f" + cluster {r['cluster_cpu_seconds']:.1f} s" if backend == "ray" else "")
+                        + f", driver peak "
                         f"{gib(r['driver_peak_rss_kib'])}, load {r['loadavg'][0][0]}→{r['loadavg'][1][0]}"
                         + (f", worker peak {gib(r['worker_peak_rss_kib'])}, shuffled "
                            f"{mb(sum(x['shuffled_bytes'] or 0 for x in r['rounds']))}"
-                           if backend == "ray" else ""))
+                           if backend == "ray" and a.job == "train" else ""))
                 if a.json:
                     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
                     Path(a.json).write_text(json.dumps(res, indent=1))

@@ -188,10 +188,10 @@ def test_errors(cluster, tmp_path, corpus):
     import pyarrow as pa
     import pyarrow.parquet as pq
     pq.write_table(pa.table({"text": pa.array([b"bytes", None], pa.binary())}), tmp_path / "b.parquet")
-    with pytest.raises(cnfmce.CorpusError, match=r"b.parquet: \"text\" holds binary values"):
+    with pytest.raises(cnfmce.CorpusError, match=r"b.parquet: \"text\" holds bytes values"):
         cnfmce.ray.count([str(tmp_path / "b.parquet")], raw_vocab_size=100, progress=False)
     ds = ray.data.from_items([{"text": 5}, {"text": None}])
-    with pytest.raises(TypeError, match="'text' column holds int64 values, not strings"):
+    with pytest.raises(TypeError, match=r"'text' column holds int values \(5\), not strings"):
         cnfmce.ray.count(ds, raw_vocab_size=100, progress=False)
 
 
@@ -221,31 +221,78 @@ def _files(d):
     return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if not p.name.startswith(".")}
 
 
-@pytest.mark.parametrize("fmt", ["megatron", "npy"])
-def test_tokenize_corpus_files_equal_local(cluster, corpus, local, tmp_path, fmt):
-    tok = cnfmce.Tokenizer.from_tokens([local.id_to_token(i) for i in range(local.vocab_size)],
-                                       special_tokens=["<|endoftext|>"])
+@pytest.fixture(scope="module")
+def shard_tok(local):
+    return cnfmce.Tokenizer.from_tokens([local.id_to_token(i) for i in range(local.vocab_size)],
+                                        special_tokens=["<|endoftext|>"])
+
+
+def _cut_after_two_shards(d):
+    """The state of a run stopped after its first two shards (resume continues from there)."""
+    m = cnfmce.shards.read_manifest(d)
+    assert len(m["shards"]) > 2
+    m["shards"] = m["shards"][:2]
+    m["complete"] = False
+    (d / "manifest.json").write_text(json.dumps(m))
+    for f in d.iterdir():
+        if f.name.startswith("shard_") and not f.name.startswith(("shard_000000", "shard_000001")):
+            f.unlink()
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "llmc", "npy"])
+def test_tokenize_corpus_files_equal_local(cluster, corpus, shard_tok, tmp_path, fmt):
+    """Paths: each file block is read and encoded by a map_batches actor; the driver writes
+    the same files as the local run, whatever the blocks, also after a resume."""
+    tok = shard_tok
     want = cnfmce.tokenize_corpus(tok, corpus, tmp_path / "local", format=fmt, shard_size=300_000)
     got = cnfmce.tokenize_corpus(tok, corpus, tmp_path / "ray", format=fmt, shard_size=300_000,
                                  backend="ray", block_size=120_000)
     assert got == want and len(want["shards"]) > 3
     assert _files(tmp_path / "ray") == _files(tmp_path / "local")
-    # in-memory documents, and a run resumed after its first shards
-    docs = read_shared_docs("sci", "train", max_bytes=200_000)
-    cnfmce.tokenize_corpus(tok, docs, tmp_path / "dl", format=fmt, shard_size=50_000)
-    cnfmce.ray.tokenize_corpus(tok, docs, tmp_path / "dr", format=fmt, shard_size=50_000,
-                               block_size=30_000)
-    assert _files(tmp_path / "dr") == _files(tmp_path / "dl")
-    m = cnfmce.shards.read_manifest(tmp_path / "ray")
-    m["shards"] = m["shards"][:2]
-    m["complete"] = False
-    (tmp_path / "ray" / "manifest.json").write_text(json.dumps(m))
-    for f in (tmp_path / "ray").iterdir():
-        if f.name.startswith("shard_00000") and not f.name.startswith(("shard_000000", "shard_000001")):
-            f.unlink()
-    cnfmce.tokenize_corpus(tok, corpus, tmp_path / "ray", format=fmt, shard_size=300_000,
-                           backend="ray", resume=True, block_size=90_000)
-    assert _files(tmp_path / "ray") == _files(tmp_path / "local")
+    assert ray.data.DataContext.get_current().execution_options.preserve_order is False  # restored
+    if fmt == "megatron":
+        _cut_after_two_shards(tmp_path / "ray")
+        cnfmce.tokenize_corpus(tok, corpus, tmp_path / "ray", format=fmt, shard_size=300_000,
+                               backend="ray", resume=True, block_size=90_000)
+        assert _files(tmp_path / "ray") == _files(tmp_path / "local")
+
+
+@pytest.mark.parametrize("fmt", ["llmc", "npy"])
+def test_tokenize_dataset_equals_local(cluster, shard_tok, tmp_path, fmt):
+    """A ray.data.Dataset (its own blocks, other columns and nulls in it) and documents in
+    memory give the local run's files; a resumed dataset run too."""
+    tok = shard_tok
+    docs = read_shared_docs("sci", "train", max_bytes=150_000) + read_shared_docs("zh", "train", max_bytes=50_000)
+    # (field is only recorded in the manifest for documents in memory)
+    cnfmce.tokenize_corpus(tok, docs, tmp_path / "local", format=fmt, shard_size=50_000, field="body")
+    rows = [{"body": t, "k": k} for k, t in enumerate(docs)]
+    rows[3:3] = [{"body": None, "k": -1}]  # a null is skipped, as in a parquet file
+    ds = ray.data.from_items(rows, override_num_blocks=7)
+    cnfmce.tokenize_corpus(tok, ds, tmp_path / "ds", format=fmt, shard_size=50_000, backend="ray",
+                           field="body")
+    assert _files(tmp_path / "ds") == _files(tmp_path / "local")
+    if fmt == "llmc":
+        _cut_after_two_shards(tmp_path / "ds")
+        cnfmce.tokenize_corpus(tok, ds, tmp_path / "ds", format=fmt, shard_size=50_000,
+                               backend="ray", field="body", resume=True)
+        assert _files(tmp_path / "ds") == _files(tmp_path / "local")
+    else:
+        cnfmce.ray.tokenize_corpus(tok, docs, tmp_path / "mem", format=fmt, shard_size=50_000,
+                                   field="body", block_size=30_000)
+        assert _files(tmp_path / "mem") == _files(tmp_path / "local")
+
+
+def test_tokenize_dataset_errors(cluster, shard_tok, tmp_path):
+    ds = ray.data.from_items([{"body": "x"}])
+    with pytest.raises(ValueError, match=r"no 'text' column \(columns: \['body'\]\)"):
+        cnfmce.tokenize_corpus(shard_tok, ds, tmp_path / "a", backend="ray")
+    ds = ray.data.from_items([{"text": "fine"}] * 5 + [{"text": 7}], override_num_blocks=2)
+    with pytest.raises(TypeError, match=r"'text' column holds int values \(7\), not strings"):
+        cnfmce.tokenize_corpus(shard_tok, ds, tmp_path / "b", backend="ray")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n{"text": broken}\n', encoding="utf-8")
+    with pytest.raises(cnfmce.CorpusError, match="bad.jsonl"):
+        cnfmce.tokenize_corpus(shard_tok, [str(bad)], tmp_path / "c", backend="ray")
 
 
 def test_refined_selection_equals_local(cluster, corpus):
@@ -258,3 +305,52 @@ def test_refined_selection_equals_local(cluster, corpus):
     assert vocabulary(tok) == vocabulary(want)
     assert tok.metadata["selection"] == "refined"
     assert len(tok.metadata["refining"]) == len(want.metadata["refining"]) >= 1
+
+
+def _strip_metadata(path):
+    """A tokenizer file without its free-form metadata (timings, the backend's statistics)."""
+    d = json.loads(path.read_text(encoding="utf-8"))
+    d.pop("metadata")
+    return d
+
+
+def test_cli_backend_ray(cluster, corpus, tmp_path):
+    """cnfmce train / count / tokenize --backend ray --ray-address ADDR (the module's cluster):
+    the local run's files."""
+    from cnfmce.cli import main
+    addr = ray.get_runtime_context().gcs_address
+    on_ray = ["--backend", "ray", "--ray-address", addr]
+    small = corpus[:2]
+    train = ["train", "--vocab-size", "800", "--raw-vocab-size", "8000", "--rounds", "1-8:0,9-16:3",
+             "--quiet"]
+    assert main(train + ["-o", str(tmp_path / "local.json")] + small) == 0
+    assert main(train + ["-o", str(tmp_path / "ray.json")] + on_ray + small) == 0
+    assert _strip_metadata(tmp_path / "ray.json") == _strip_metadata(tmp_path / "local.json")
+    assert json.loads((tmp_path / "ray.json").read_text())["metadata"]["counting"]["round_stats"][0]["shuffled_bytes"] > 0
+    count = ["count", "--raw-vocab-size", "5000", "--rounds", "1-10:0", "--quiet"]
+    assert main(count + ["-o", str(tmp_path / "local.tsv")] + small) == 0
+    assert main(count + ["-o", str(tmp_path / "ray.tsv")] + on_ray + small) == 0
+    # the candidates and counts, byte for byte (the second line is the run's info: timings)
+    got, want = ((tmp_path / f).read_bytes().split(b"\n", 2) for f in ("ray.tsv", "local.tsv"))
+    assert got[0] == want[0] and got[2] == want[2] and len(want[2]) > 10_000
+    tok = ["tokenize", "-t", str(tmp_path / "local.json"), "--format", "megatron",
+           "--shard-size", "100KB", "--quiet"]
+    assert main(tok + ["-o", str(tmp_path / "sl")] + small) == 0
+    assert main(tok + ["-o", str(tmp_path / "sr")] + on_ray + small) == 0
+    assert len(_files(tmp_path / "sl")) > 3
+    assert _files(tmp_path / "sr") == _files(tmp_path / "sl")
+
+
+def test_cli_backend_errors(corpus, tmp_path, monkeypatch, capsys):
+    from cnfmce.cli import main
+    out = str(tmp_path / "t.json")
+    assert main(["train", "-o", out, "--vocab-size", "300", "--ray-address", "x:1", corpus[0]]) == 1
+    assert "--ray-address needs --backend ray" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    for cmd in (["train", "-o", out, "--vocab-size", "300"], ["count", "-o", str(tmp_path / "c.tsv")],
+                ["tokenize", "-t", out, "-o", str(tmp_path / "s"), "--format", "npy"]):
+        assert main(cmd + ["--backend", "ray", corpus[0]]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("cnfmce: error: --backend ray") and "pip install 'cnfmce[ray]'" in err
+        assert "Traceback" not in err
+    assert not os.path.exists(out)

@@ -346,24 +346,20 @@ def iter_block(block: Block) -> Iterator[str]:
 
 def texts_of_column(column: Any, where: str, error: Type[Exception] = CorpusError) -> List[str]:
     """The documents of a text column (a pyarrow ``Array`` / ``ChunkedArray``): its strings in
-    order, nulls skipped. A column of another type raises ``error`` naming ``where`` (the local
-    readers raise :class:`CorpusError` for a parquet file; a ``ray.data.Dataset`` given as input
-    is a value of the wrong type: ``TypeError``)."""
+    order, nulls skipped. Any other value raises ``error`` naming ``where`` (the local readers
+    raise :class:`CorpusError` for a parquet file; a ``ray.data.Dataset`` given as input is a
+    value of the wrong type: ``TypeError``)."""
     import pyarrow as pa
     t = column.type
-    if pa.types.is_dictionary(t) and _is_string_type(t.value_type):
-        column = column.cast(t.value_type)
-    elif pa.types.is_null(t):
-        return []
-    elif not _is_string_type(t):
-        raise error(f"{where} holds {t} values, not strings")
-    return column.drop_null().to_pylist()  # type: ignore[no-any-return]
-
-
-def _is_string_type(t: Any) -> bool:
-    import pyarrow as pa
-    return bool(pa.types.is_string(t) or pa.types.is_large_string(t)
-                or getattr(pa.types, "is_string_view", lambda _: False)(t))
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return column.drop_null().to_pylist()  # type: ignore[no-any-return]
+    values = column.to_pylist()  # other types (dictionary, Python objects) may still hold str
+    bad = next((v for v in values if v is not None and not isinstance(v, str)), None)
+    if bad is not None:
+        shown = repr(bad)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise error(f"{where} holds {type(bad).__name__} values ({shown}), not strings")
+    return [v for v in values if v is not None]
 
 
 def utf8_size(doc: str, where: str) -> int:

@@ -13,6 +13,9 @@
     cnfmce show -t TOKENIZER [-t TOKENIZER ...] [--no-color] [--ids] (TEXT | --file F)
     cnfmce view -t TOKENIZER [-t TOKENIZER ...] -o PAGE.html (--text TEXT | --file F)
     cnfmce --version
+
+``train``, ``count`` and ``tokenize`` take ``--backend ray [--ray-address ADDR]`` to run on a Ray
+cluster (``pip install "cnfmce[ray]"``, docs/ray.md): the same output as the local run.
 """
 
 from __future__ import annotations
@@ -151,10 +154,36 @@ def _check_output(path: str) -> None:
         raise PermissionError(f"cannot overwrite the output file: {path}")
 
 
+def _backend_options(args: argparse.Namespace) -> dict:
+    """The keyword arguments --backend / --ray-address give train, count and tokenize_corpus
+    (none for the local backend); a clear error when Ray is not installed."""
+    if args.backend != "ray":
+        if args.ray_address is not None:
+            raise ValueError("--ray-address needs --backend ray")
+        return {}
+    from .ray import _ray
+    try:
+        _ray()
+    except ImportError as e:
+        raise CnfmceError(f"--backend ray: {e}") from None
+    return {"backend": "ray", "ray_address": args.ray_address}
+
+
+def _cli_inputs(args: argparse.Namespace) -> List[Any]:
+    """The inputs, checked before any work; with --backend ray, URIs and directories also pass
+    (each worker reads its own blocks of them, see docs/ray.md)."""
+    if args.backend == "ray":
+        from .corpus import check_corpus_file
+        return [p if "://" in p or os.path.isdir(p) else os.fspath(check_corpus_file(Path(p)))
+                for p in args.inputs]
+    return _input_paths(args.inputs)
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from .training import DEFAULT_ROUNDS, train, train_from_counts
     _check_output(args.output)
-    inputs = _input_paths(args.inputs)
+    backend = _backend_options(args)
+    inputs = _cli_inputs(args)
     if args.counts and not os.path.isfile(args.counts):
         raise FileNotFoundError(f"no such counts file: {args.counts}" if not os.path.exists(args.counts)
                                 else f"the counts file is a directory: {args.counts}")
@@ -166,12 +195,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.counts:
         tok = train_from_counts(args.counts, inputs, vocab_size=args.vocab_size,
                                 special_tokens=args.special_token, num_threads=args.threads,
-                                progress=not args.quiet, raw_vocab_size=args.raw_vocab_size, **opts)
+                                progress=not args.quiet, raw_vocab_size=args.raw_vocab_size,
+                                **opts, **backend)
     else:
         tok = train(inputs, vocab_size=args.vocab_size, raw_vocab_size=args.raw_vocab_size,
                     rounds=args.rounds or DEFAULT_ROUNDS, special_tokens=args.special_token,
                     num_threads=args.threads, progress=not args.quiet,
-                    memory_limit=args.memory_limit, **opts)
+                    memory_limit=args.memory_limit, **opts, **backend)
     tok.save(args.output)
     if not args.quiet:
         print(f"wrote {args.output} ({tok.vocab_size:,} ids)", file=sys.stderr)
@@ -183,11 +213,12 @@ def _cmd_count(args: argparse.Namespace) -> int:
     from .training import DEFAULT_ROUNDS, count
     _check_output(args.output)
     from . import _core
-    counts = count(_input_paths(args.inputs),
+    backend = _backend_options(args)
+    counts = count(_cli_inputs(args),
                    raw_vocab_size=(_core.DEFAULT_COUNT_RAW_VOCAB_SIZE if args.raw_vocab_size is None
                                    else args.raw_vocab_size),
                    rounds=args.rounds or DEFAULT_ROUNDS, num_threads=args.threads,
-                   progress=not args.quiet, memory_limit=args.memory_limit)
+                   progress=not args.quiet, memory_limit=args.memory_limit, **backend)
     save_counts(counts, args.output)
     if not args.quiet:
         print(f"wrote {args.output} ({len(counts):,} candidates)", file=sys.stderr)
@@ -253,14 +284,15 @@ def _token_arg(v: Optional[str]):
 
 def _cmd_tokenize(args: argparse.Namespace) -> int:
     from .shards import MANIFEST, read_manifest, tokenize_corpus
-    _input_paths(args.inputs)  # before loading the tokenizer: a wrong path fails at once
+    backend = _backend_options(args)
+    inputs = _cli_inputs(args)  # before loading the tokenizer: a wrong path fails at once
     tok = _load_tokenizer(args.tokenizer)
     eos = None if args.no_eos else ("auto" if args.eos is None else _token_arg(args.eos))
     try:
-        m = tokenize_corpus(tok, _input_paths(args.inputs), args.output, format=args.format, eos=eos,
+        m = tokenize_corpus(tok, inputs, args.output, format=args.format, eos=eos,
                             bos=_token_arg(args.bos), field=args.field, shard_size=args.shard_size,
                             num_threads=args.threads, resume=args.resume, dtype=args.dtype,
-                            progress=not args.quiet)
+                            progress=not args.quiet, **backend)
     except KeyboardInterrupt:
         try:
             n = len(read_manifest(args.output)["shards"])
@@ -297,6 +329,7 @@ def _add_tokenize_parser(sub) -> None:
     k.add_argument("inputs", nargs="+", metavar="INPUT",
                    help=".txt / .jsonl / .jsonl.gz / .jsonl.zst / .parquet")
     _add_common(k)
+    _add_backend(k)
     k.set_defaults(func=_cmd_tokenize)
 
 
@@ -318,6 +351,16 @@ def _add_viewer_parsers(sub) -> None:
     v.add_argument("--file", default=None, metavar="F", help="read the text from this UTF-8 file")
     v.add_argument("--title", default=None, help="the page title")
     v.set_defaults(func=_cmd_view)
+
+
+def _add_backend(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="run here (local, the default) or on a Ray cluster (ray: needs "
+                        "cnfmce[ray]; the same output; INPUT may then also be a URI or a "
+                        "directory; see docs/ray.md)")
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="with --backend ray: the cluster's head, host:port, ray://host:port or "
+                        "auto (default: $RAY_ADDRESS, else a Ray started on this machine)")
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -359,6 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"λ (default {DEFAULT_BOUNDARY_PENALTY})")
     t.add_argument("inputs", nargs="+", metavar="INPUT", help=inputs_help)
     _add_common(t)
+    _add_backend(t)
     t.set_defaults(func=_cmd_train)
 
     c = sub.add_parser("count", help="the counting phase only: write a counts file")
@@ -368,6 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--rounds", type=_rounds, default=None, help="counting rounds, e.g. 1-12:0,13-21:80,22-30:80")
     c.add_argument("inputs", nargs="+", metavar="INPUT", help=inputs_help)
     _add_common(c)
+    _add_backend(c)
     c.set_defaults(func=_cmd_count)
 
     d = sub.add_parser("demo", help="train on the bundled sample corpus and compare with BPE")

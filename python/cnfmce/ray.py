@@ -24,7 +24,11 @@ How a run goes (docs/spec.md section 6, docs/ray.md):
   the MCE filter from it and encodes the blocks sent to it; each block's usage vector comes back
   and is summed exactly; the core selects the vocabulary as locally.
 
-Tasks are plain Ray tasks: a worker that dies mid-round has its task retried by Ray, and the
+* **Tokenizing** (:func:`tokenize_corpus`): a Ray Data pipeline, ``map_batches`` of an encoder
+  per actor over the file blocks (each read by the actor that encodes it) or the dataset's
+  blocks; the driver consumes its output in order and writes the shards with the local writer.
+
+Counting and filtering tasks are plain Ray tasks: a worker that dies mid-round has its task retried by Ray, and the
 result does not change (counts of a block do not depend on who counts them or when).
 ``memory_limit`` is per task and is also requested from Ray's scheduler (``memory``), so a node
 runs only as many tasks as fit in its memory.
@@ -38,14 +42,14 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _core
 from ._blocks import (Block, batches, decompressed_size, estimate_text_bytes, iter_block,
-                      list_files, plan_blocks, texts_of_column)
+                      list_files, plan_blocks, texts_of_column, utf8_size)
 from .corpus import Documents, classify_inputs
 from .errors import CnfmceError
-from .tokenizer import DEFAULT_BOUNDARY_PENALTY, Tokenizer, _check_options, useful_threads
+from .tokenizer import DEFAULT_BOUNDARY_PENALTY, Tokenizer, _check_options
 
 __all__ = ["count", "train", "train_from_counts", "tokenize_corpus", "ClusterError",
            "DEFAULT_BLOCK_SIZE_RANGE"]
@@ -420,41 +424,80 @@ class _FilterActor:
                        "peak_rss": _peak_rss_bytes(), "pid": os.getpid()}
 
 
-_TOKENIZER_CACHE: Dict[str, Any] = {}
+# --- tokenize_corpus: a Ray Data map_batches pipeline ------------------------------------------
+#
+# The encoded documents travel as pyarrow tables, one row per document: "ids" (large_list<uint32>,
+# the document's token ids: one flat buffer and offsets), "text_bytes" (int64, its UTF-8 size),
+# "input" (int32, the input file it comes from; 0 for a dataset or documents in memory) and
+# "stored" (int64, the stored bytes of the file block it ends, on the block's last document; 0
+# otherwise: the driver's progress). A table with the single column "error" carries an input error
+# (pickled) raised by the encoder, so that the driver raises it as it is.
+
+_INPUT_ERRORS = (CnfmceError, ValueError, TypeError, OSError)
 
 
-def _encode_blocks(blocks: Sequence[AnyBlock], tok_box: Sequence[Any], threads: int
-                   ) -> List[Tuple[Any, Any, Any]]:
-    """Encodes blocks for tokenize_corpus: per block, the flat ids (uint32), the documents'
-    starts in them (int64, one more than the documents) and their UTF-8 sizes (int64)."""
-    import numpy as np
-    ray = _ray()
-    key = tok_box[0].hex()
-    tok = _TOKENIZER_CACHE.get(key)
-    if tok is None:
-        tok = ray.get(tok_box[0])
-        _TOKENIZER_CACHE.clear()
-        _TOKENIZER_CACHE[key] = tok
-    core = tok._core
-    out = []
-    for block in blocks:
-        ids_parts, lengths, sizes = [], [], []
-        for docs, _ in _block_batches(block, 4 << 20):
-            ids, starts, nbytes = core.encode_batch_flat(docs, None, threads)
-            ids_parts.append(np.frombuffer(ids, dtype=np.uint32))
-            lengths.append(np.diff(np.frombuffer(starts, dtype=np.int64)))
-            sizes.append(np.frombuffer(nbytes, dtype=np.int64))
-        ids_a = np.concatenate(ids_parts) if ids_parts else np.zeros(0, dtype=np.uint32)
-        lens = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
-        starts_a = np.zeros(len(lens) + 1, dtype=np.int64)
-        np.cumsum(lens, out=starts_a[1:])
-        out.append((ids_a, starts_a, np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64)))
-    return out
+class _Encoder:
+    """The ``map_batches`` callable of :func:`tokenize_corpus`, made once per actor: it holds the
+    tokenizer (and, for file inputs, the plan of the blocks), fetched once from the object
+    store. Its input batches are either a dataset's text column or rows ``(input, block)``
+    naming file blocks, which it reads itself."""
+
+    def __init__(self, box: Sequence[Any], field: str, threads: int):
+        self.tok, self.blocks = _ray().get(box[0])
+        self.core = self.tok._core
+        self.field = field
+        self.threads = threads
+
+    def __call__(self, batch: Any) -> Any:
+        import pyarrow as pa
+        try:
+            if self.blocks is None:
+                return self._texts(batch)
+            tables = [self._block(fi, self.blocks[k]) for fi, k in
+                      zip(batch.column("input").to_pylist(), batch.column("block").to_pylist())]
+            return pa.concat_tables(tables) if len(tables) != 1 else tables[0]
+        except _INPUT_ERRORS as e:
+            import pickle
+            return pa.table({"error": pa.array([pickle.dumps(e)], pa.binary())})
+
+    def _texts(self, batch: Any) -> Any:
+        if self.field not in batch.column_names:
+            raise ValueError(f"the dataset has no {self.field!r} column "
+                             f"(columns: {batch.column_names})")
+        docs = texts_of_column(batch.column(self.field), f"the dataset's {self.field!r} column",
+                               TypeError)
+        return self._table(docs, 0, 0)
+
+    def _block(self, fi: int, block: Block) -> Any:
+        import pyarrow as pa
+        parts = [self._table(docs, fi, 0)
+                 for docs, _ in batches(iter_block(block), block.describe(), 4 << 20)]
+        if not parts:
+            return self._table([], fi, 0)
+        last = parts[-1]
+        stored = last.column("stored").to_numpy().copy()
+        stored[-1] = block.stored
+        parts[-1] = last.set_column(last.schema.get_field_index("stored"), "stored", pa.array(stored))
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+    def _table(self, docs: List[str], fi: int, stored: int) -> Any:
+        import numpy as np
+        import pyarrow as pa
+        ids, starts, sizes = self.core.encode_batch_flat(docs, None, self.threads)
+        n = len(docs)
+        return pa.table({
+            "ids": pa.LargeListArray.from_arrays(pa.array(np.frombuffer(starts, dtype=np.int64)),
+                                                 pa.array(np.frombuffer(ids, dtype=np.uint32))),
+            "text_bytes": pa.array(np.frombuffer(sizes, dtype=np.int64)),
+            "input": pa.array(np.full(n, fi, dtype=np.int32)),
+            "stored": pa.array(np.zeros(n, dtype=np.int64)),
+        })
 
 
 class _Encoding:
-    """The inputs of :func:`cnfmce.shards.tokenize_corpus` with ``backend="ray"``: blocks
-    encoded by Ray tasks, a window of them in flight, handed to the local writer in order."""
+    """The inputs of :func:`cnfmce.shards.tokenize_corpus` with ``backend="ray"``: a Ray Data
+    pipeline (``map_batches`` of :class:`_Encoder` on an actor pool) whose output the driver
+    consumes in order, streaming, and hands to the local shard writer."""
 
     def __init__(self, tok: Any, inputs: Any, field: str, num_threads: Optional[int], *,
                  ray_address: Optional[str] = None, block_size: Optional[Union[int, str]] = None,
@@ -463,95 +506,144 @@ class _Encoding:
             raise ValueError(f"cpus_per_task must be a positive int, got {cpus_per_task!r}")
         bs = _check_size("block_size", block_size)
         self.tok = tok
+        self.field = field
         self.cpus_per_task = cpus_per_task
         self.paths: Optional[List[str]] = None
         self.input_info: Optional[List[Dict[str, Any]]] = None
         ray = _ray()
-        is_dataset = False
-        try:
-            import ray.data
-            is_dataset = isinstance(inputs, ray.data.Dataset)
-        except ImportError:  # pragma: no cover - ray without ray.data
-            pass
+        import ray.data
+        is_dataset = isinstance(inputs, ray.data.Dataset)
         kind, items = ("dataset", inputs) if is_dataset else _classify(inputs)
+        files: List[Tuple[str, int]] = []
         if kind == "paths":
-            files: List[Tuple[str, int]] = []
             for p in items:
                 files.extend(list_files(p))
             self.paths = [p for p, _ in files]
             self.input_info = [{"path": p, "bytes": n} for p, n in files]
+        elif kind == "dataset":
+            schema = inputs.schema()
+            names = list(schema.names) if schema is not None else []
+            if field not in names:
+                raise ValueError(f"the dataset has no {field!r} column (columns: {names})")
         self.ray = ray = connect(ray_address)
         self.cluster = _cluster(ray)
         lo, hi = DEFAULT_BLOCK_SIZE_RANGE
-        # (file index, block) in order; in-memory documents and datasets count as one input
-        self.blocks: List[Tuple[int, AnyBlock]] = []
+        # file inputs: (file index, block) in order, each read by the actor that encodes it
+        self.blocks: Optional[List[Tuple[int, Block]]] = None
+        self.dataset: Any = None
         if kind == "paths":
             size = bs or max(lo, min(hi, -(-estimate_text_bytes(files) // max(1, 4 * self.cluster.cpus))))
+            self.blocks = []
             for fi, f in enumerate(files):
                 for b in plan_blocks([f], size, field, measure=lambda ps: _measure(ray, ps)):
                     self.blocks.append((fi, b))
+        elif kind == "dataset":
+            self.dataset = inputs.select_columns([field])
         else:
-            self._inputs = _Inputs(ray, items, field, bs, self.cluster.cpus, False)
-            self.blocks = [(0, b) for b in self._inputs.blocks]
-        self.block_size = bs or lo
+            self.dataset = _documents_dataset(ray, items, field, bs or lo)
+
+    def _pipeline(self, f0: int) -> Any:
+        """The encoded documents of the inputs from file ``f0`` on (a lazy Ray Dataset), or None
+        when there is nothing to encode."""
+        ray = self.ray
+        if self.blocks is not None:
+            todo = [{"input": fi, "block": k} for k, (fi, _) in enumerate(self.blocks) if fi >= f0]
+            if not todo:
+                return None
+            ds = ray.data.from_items(todo, override_num_blocks=len(todo))
+            box = [ray.put((self.tok, [b for _, b in self.blocks]))]
+            batch_size: Optional[int] = 1  # one file block per call
+        else:
+            if self.dataset is None:
+                return None
+            ds = self.dataset
+            box = [ray.put((self.tok, None))]
+            batch_size = None  # one dataset block per call
+        actors = max(1, self.cluster.cpus // self.cpus_per_task)
+        if self.blocks is not None:
+            actors = min(actors, len(todo))
+        return ds.map_batches(_Encoder, fn_constructor_args=(box, self.field, self.cpus_per_task),
+                              batch_format="pyarrow", batch_size=batch_size,
+                              compute=ray.data.ActorPoolStrategy(size=actors),
+                              num_cpus=self.cpus_per_task)
 
     def batches(self, start: Tuple[int, int], bar: Any) -> Iterator[Any]:
         """The encoded documents from ``start`` (file index, documents of it already written)
         on, as the writer's batches, in document order."""
-        from .shards import _Batch
-        ray = self.ray
+        import numpy as np
+        from .shards import ShardsError, _Batch
         f0, skip = start
-        todo = [(fi, b) for fi, b in self.blocks if fi >= f0]
-        # consecutive blocks grouped into tasks of about block_size bytes of text
-        tasks: List[List[Tuple[int, AnyBlock]]] = []
-        size = 0
-        for fb in todo:
-            if not tasks or size >= self.block_size:
-                tasks.append([])
-                size = 0
-            tasks[-1].append(fb)
-            size += fb[1].size
-        tok_ref = ray.put(self.tok)
-        encode = _remote(ray)["encode"].options(num_cpus=self.cpus_per_task)
-        window = max(2, 2 * self.cluster.cpus // self.cpus_per_task)
-        refs: List[Any] = []
+        ds = self._pipeline(f0)
         before: Dict[int, int] = {}
-        try:
-            for i, task in enumerate(tasks):
-                while len(refs) < min(len(tasks), i + window):
-                    refs.append(encode.remote([b for _, b in tasks[len(refs)]], [tok_ref],
-                                              self.cpus_per_task))
-                try:
-                    results = ray.get(refs[i])
-                except ray.exceptions.RayTaskError as e:
-                    _raise_task_error(ray, e)
-                refs[i] = None
-                for (fi, b), (ids, starts, sizes) in zip(task, results):
-                    n = len(sizes)
-                    done = before.get(fi, 0)
-                    drop = 0
-                    if fi == f0 and done < skip:  # documents already in finished shards
-                        drop = min(n, skip - done)
-                    before[fi] = done + n
+        if ds is not None:
+            ctx = ds.context
+            opts = ctx.execution_options
+            saved = (opts.preserve_order, ctx.enable_progress_bars)
+            # this call's pipeline keeps the blocks' order; Ray Data's bars would mix with ours
+            opts.preserve_order, ctx.enable_progress_bars = True, False
+            try:
+                for t in ds.iter_batches(batch_size=None, batch_format="pyarrow",
+                                         prefetch_batches=2):
+                    if "error" in t.column_names:
+                        import pickle
+                        raise pickle.loads(t.column("error")[0].as_py())
+                    n = t.num_rows
                     if bar is not None:
-                        bar.advance(b.stored)
+                        bar.read += int(np.sum(t.column("stored").to_numpy()))
+                    if not n:
+                        continue
+                    col = t.column("ids")
+                    lists = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+                    offsets = lists.offsets.to_numpy()
+                    ids = lists.flatten().to_numpy()
+                    starts = offsets - offsets[0]
+                    sizes = t.column("text_bytes").to_numpy()
+                    inp = t.column("input").to_numpy()
+                    cuts = [0, *(np.flatnonzero(np.diff(inp)) + 1).tolist(), n]
+                    segments: List[Tuple[int, int, int]] = []
+                    drop = 0
+                    for a, b in zip(cuts, cuts[1:]):
+                        fi = int(inp[a])
+                        done = before.get(fi, 0)
+                        d = 0
+                        if fi == f0 and done < skip:  # documents already in finished shards
+                            d = min(b - a, skip - done)  # (the stream starts with file f0)
+                            drop += d
+                        before[fi] = done + b - a
+                        if b - a > d:
+                            segments.append((a + d - drop, fi, done + d))
                     if drop:
                         ids = ids[starts[drop]:]
                         starts = starts[drop:] - starts[drop]
                         sizes = sizes[drop:]
-                    if len(sizes):
-                        yield _Batch([], [(0, fi, done + drop)], encoded=(ids, starts, sizes))
-            if f0 < len(self.paths or [None]) and skip and before.get(f0, 0) < skip:
-                from .shards import ShardsError
-                raise ShardsError(f"cannot resume: input {f0} now has {before.get(f0, 0)} documents, "
-                                  f"fewer than the {skip} the manifest says were done")
-        finally:
-            for r in refs:
-                if r is not None:
-                    try:
-                        ray.cancel(r, force=True)
-                    except Exception:  # noqa: BLE001
-                        pass
+                    if segments:
+                        yield _Batch([], segments, encoded=(ids, starts, sizes),
+                                     input_pos=bar.read if bar is not None and self.paths else None)
+            finally:
+                opts.preserve_order, ctx.enable_progress_bars = saved
+        if skip and before.get(f0, 0) < skip:
+            raise ShardsError(f"cannot resume: input {f0} now has {before.get(f0, 0)} documents, "
+                              f"fewer than the {skip} the manifest says were done")
+
+
+def _documents_dataset(ray: Any, items: Any, field: str, block_size: int) -> Any:
+    """Documents in memory as a Ray Dataset (a ``field`` column), in blocks of about
+    ``block_size`` bytes of text; None when there are none."""
+    import pyarrow as pa
+    tables = []
+    batch: List[str] = []
+    nbytes = 0
+    for k, d in enumerate(items):
+        if not isinstance(d, str):
+            raise TypeError(f"document {k} is {type(d).__name__}, expected str")
+        nbytes += utf8_size(d, f"document {k}")
+        batch.append(d)
+        if nbytes >= block_size:
+            tables.append(pa.table({field: pa.array(batch, pa.large_string())}))
+            batch, nbytes = [], 0
+    if batch:
+        tables.append(pa.table({field: pa.array(batch, pa.large_string())}))
+    return ray.data.from_arrow(tables) if tables else None
 
 
 def _remote(ray: Any) -> Dict[str, Any]:
@@ -560,7 +652,6 @@ def _remote(ray: Any) -> Dict[str, Any]:
         _REMOTE["map"] = ray.remote(_map_count)
         _REMOTE["reduce"] = ray.remote(_reduce_select)
         _REMOTE["filter"] = ray.remote(_FilterActor)
-        _REMOTE["encode"] = ray.remote(_encode_blocks)
     return _REMOTE
 
 

@@ -1067,10 +1067,10 @@ def tokenize_corpus(tokenizer: Any, inputs: Any, output: PathLike, *, format: st
 
     ``backend="ray"`` encodes on a Ray cluster (:func:`cnfmce.ray.tokenize_corpus`; the
     ``backend_options`` ``ray_address``, ``block_size``, ``cpus_per_task`` go to it; inputs may
-    also be URIs, directories or a ``ray.data.Dataset``): blocks of the inputs are encoded by
-    workers, in parallel, and written here in order by the same writer, so the files and the
-    manifest are byte-identical to the local run's (``output`` is on this machine's file
-    system; ``resume`` works the same).
+    also be URIs, directories or a ``ray.data.Dataset``): a Ray Data ``map_batches`` pipeline
+    encodes blocks of the inputs on an actor pool, and its output, consumed in order, is written
+    here by the same writer, so the files and the manifest are byte-identical to the local
+    run's (``output`` is on this machine's file system; ``resume`` works the same).
 
     Errors (missing or unreadable input, corrupt compressed data, a missing field, an output
     that cannot be written, a vocabulary too large for the dtype, an OUTDIR that already holds
@@ -1196,8 +1196,8 @@ def _tokenize_locked(tok: Any, out: str, format: str, dt: np.dtype, size: int, f
             pipe.run(remote.batches(start, bar))
         else:
             pipe.run(_read_batches(paths, docs, field, start, batch_chars, bar))
-            if bar is not None:  # everything is written: the whole input
-                bar.advance(bar.read - bar.pos)
+        if bar is not None:  # everything is written: the whole input
+            bar.advance(bar.read - bar.pos)
     finally:
         if bar is not None:
             bar.close()
