@@ -240,14 +240,19 @@ def _cut_after_two_shards(d):
 
 
 @pytest.mark.parametrize("fmt", ["megatron", "llmc", "npy"])
-def test_tokenize_corpus_files_equal_local(cluster, corpus, shard_tok, tmp_path, fmt):
+def test_tokenize_corpus_files_equal_local(cluster, corpus, shard_tok, tmp_path, fmt, capsys):
     """Paths: each file block is read and encoded by a map_batches actor; the driver writes
     the same files as the local run, whatever the blocks, also after a resume."""
     tok = shard_tok
     want = cnfmce.tokenize_corpus(tok, corpus, tmp_path / "local", format=fmt, shard_size=300_000)
     got = cnfmce.tokenize_corpus(tok, corpus, tmp_path / "ray", format=fmt, shard_size=300_000,
-                                 backend="ray", block_size=120_000)
+                                 backend="ray", block_size=120_000, progress=fmt == "npy")
     assert got == want and len(want["shards"]) > 3
+    if fmt == "npy":  # the bar reaches the inputs' stored size, then the summary line
+        total = sum(i["bytes"] for i in want["inputs"])
+        err = capsys.readouterr().err
+        assert f"tokenized {want['documents']:,} documents" in err
+        assert f"{total / 1e6:.2f}M/{total / 1e6:.2f}M" in err
     assert _files(tmp_path / "ray") == _files(tmp_path / "local")
     assert ray.data.DataContext.get_current().execution_options.preserve_order is False  # restored
     if fmt == "megatron":

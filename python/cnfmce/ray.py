@@ -427,11 +427,11 @@ class _FilterActor:
 # --- tokenize_corpus: a Ray Data map_batches pipeline ------------------------------------------
 #
 # The encoded documents travel as pyarrow tables, one row per document: "ids" (large_list<uint32>,
-# the document's token ids: one flat buffer and offsets), "text_bytes" (int64, its UTF-8 size),
-# "input" (int32, the input file it comes from; 0 for a dataset or documents in memory) and
-# "stored" (int64, the stored bytes of the file block it ends, on the block's last document; 0
-# otherwise: the driver's progress). A table with the single column "error" carries an input error
-# (pickled) raised by the encoder, so that the driver raises it as it is.
+# the document's token ids: one flat buffer and offsets), "text_bytes" (int64, its UTF-8 size) and
+# "block" (int32: the file block it comes from, an index into the run's plan; 0 for a dataset or
+# documents in memory), which gives the driver the input file and the progress. A table with the
+# single column "error" carries an input error (pickled) raised by the encoder, so that the driver
+# raises it as it is.
 
 _INPUT_ERRORS = (CnfmceError, ValueError, TypeError, OSError)
 
@@ -439,8 +439,8 @@ _INPUT_ERRORS = (CnfmceError, ValueError, TypeError, OSError)
 class _Encoder:
     """The ``map_batches`` callable of :func:`tokenize_corpus`, made once per actor: it holds the
     tokenizer (and, for file inputs, the plan of the blocks), fetched once from the object
-    store. Its input batches are either a dataset's text column or rows ``(input, block)``
-    naming file blocks, which it reads itself."""
+    store. Its input batches are either a dataset's text column or rows ``block`` naming file
+    blocks of the plan, which it reads itself."""
 
     def __init__(self, box: Sequence[Any], field: str, threads: int):
         self.tok, self.blocks = _ray().get(box[0])
@@ -453,8 +453,7 @@ class _Encoder:
         try:
             if self.blocks is None:
                 return self._texts(batch)
-            tables = [self._block(fi, self.blocks[k]) for fi, k in
-                      zip(batch.column("input").to_pylist(), batch.column("block").to_pylist())]
+            tables = [self._block(k) for k in batch.column("block").to_pylist()]
             return pa.concat_tables(tables) if len(tables) != 1 else tables[0]
         except _INPUT_ERRORS as e:
             import pickle
@@ -466,31 +465,26 @@ class _Encoder:
                              f"(columns: {batch.column_names})")
         docs = texts_of_column(batch.column(self.field), f"the dataset's {self.field!r} column",
                                TypeError)
-        return self._table(docs, 0, 0)
+        return self._table(docs, 0)
 
-    def _block(self, fi: int, block: Block) -> Any:
+    def _block(self, k: int) -> Any:
         import pyarrow as pa
-        parts = [self._table(docs, fi, 0)
+        block = self.blocks[k]
+        parts = [self._table(docs, k)
                  for docs, _ in batches(iter_block(block), block.describe(), 4 << 20)]
-        if not parts:
-            return self._table([], fi, 0)
-        last = parts[-1]
-        stored = last.column("stored").to_numpy().copy()
-        stored[-1] = block.stored
-        parts[-1] = last.set_column(last.schema.get_field_index("stored"), "stored", pa.array(stored))
+        if not parts:  # e.g. a byte range inside one long line: no document starts in it
+            return self._table([], k)
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
-    def _table(self, docs: List[str], fi: int, stored: int) -> Any:
+    def _table(self, docs: List[str], block: int) -> Any:
         import numpy as np
         import pyarrow as pa
         ids, starts, sizes = self.core.encode_batch_flat(docs, None, self.threads)
-        n = len(docs)
         return pa.table({
             "ids": pa.LargeListArray.from_arrays(pa.array(np.frombuffer(starts, dtype=np.int64)),
                                                  pa.array(np.frombuffer(ids, dtype=np.uint32))),
             "text_bytes": pa.array(np.frombuffer(sizes, dtype=np.int64)),
-            "input": pa.array(np.full(n, fi, dtype=np.int32)),
-            "stored": pa.array(np.zeros(n, dtype=np.int64)),
+            "block": pa.array(np.full(len(docs), block, dtype=np.int32)),
         })
 
 
@@ -547,7 +541,7 @@ class _Encoding:
         when there is nothing to encode."""
         ray = self.ray
         if self.blocks is not None:
-            todo = [{"input": fi, "block": k} for k, (fi, _) in enumerate(self.blocks) if fi >= f0]
+            todo = [{"block": k} for k, (fi, _) in enumerate(self.blocks) if fi >= f0]
             if not todo:
                 return None
             ds = ray.data.from_items(todo, override_num_blocks=len(todo))
@@ -575,6 +569,19 @@ class _Encoding:
         f0, skip = start
         ds = self._pipeline(f0)
         before: Dict[int, int] = {}
+        # per block of the plan: its input file, and the stored bytes of the inputs before it
+        # (the progress: once a block's documents arrive, the blocks before it are done)
+        plan = self.blocks or [(0, None)]
+        block_file = np.array([fi for fi, _ in plan], dtype=np.int64)
+        block_pos = np.zeros(len(plan), dtype=np.int64)
+        if self.blocks is not None and self.input_info is not None:
+            file_pos = np.concatenate([[0], np.cumsum([i["bytes"] for i in self.input_info])])
+            prev, pos = -1, 0
+            for k, (fi, b) in enumerate(self.blocks):
+                if fi != prev:
+                    prev, pos = fi, int(file_pos[fi])
+                block_pos[k] = pos
+                pos += b.stored
         if ds is not None:
             ctx = ds.context
             opts = ctx.execution_options
@@ -588,17 +595,18 @@ class _Encoding:
                         import pickle
                         raise pickle.loads(t.column("error")[0].as_py())
                     n = t.num_rows
-                    if bar is not None:
-                        bar.read += int(np.sum(t.column("stored").to_numpy()))
                     if not n:
                         continue
+                    blk = t.column("block").to_numpy()
+                    if bar is not None:
+                        bar.read = max(bar.read, int(block_pos[blk[-1]]))
                     col = t.column("ids")
                     lists = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
                     offsets = lists.offsets.to_numpy()
                     ids = lists.flatten().to_numpy()
                     starts = offsets - offsets[0]
                     sizes = t.column("text_bytes").to_numpy()
-                    inp = t.column("input").to_numpy()
+                    inp = block_file[blk]
                     cuts = [0, *(np.flatnonzero(np.diff(inp)) + 1).tolist(), n]
                     segments: List[Tuple[int, int, int]] = []
                     drop = 0
@@ -621,6 +629,8 @@ class _Encoding:
                                      input_pos=bar.read if bar is not None and self.paths else None)
             finally:
                 opts.preserve_order, ctx.enable_progress_bars = saved
+        if bar is not None and self.input_info is not None:  # every input is read
+            bar.read = max(bar.read, sum(i["bytes"] for i in self.input_info))
         if skip and before.get(f0, 0) < skip:
             raise ShardsError(f"cannot resume: input {f0} now has {before.get(f0, 0)} documents, "
                               f"fewer than the {skip} the manifest says were done")
