@@ -139,12 +139,20 @@ pub struct UnitWindow {
     start_i: bool,
     /// Bit `l - 1`: whether `i + l` starts a unit, for `l` in 1..=64.
     ahead: u64,
+    /// The first position after `i` that starts no unit (`usize::MAX`: none up to the end).
+    inner: usize,
 }
 
 impl UnitWindow {
     /// The context past the end of a text of `n` bytes (before the first `enter`).
     pub fn new(n: usize) -> Self {
-        UnitWindow { s1: n, s2: n, start_i: false, ahead: 0 }
+        UnitWindow { s1: n, s2: n, start_i: false, ahead: 0, inner: usize::MAX }
+    }
+
+    /// The context past position `q` for candidates that end at `q` at the latest (a piece
+    /// `x[..q]`); `start_q` is the start flag of byte `q` (true at the end of the text).
+    pub fn ending_at(q: usize, start_q: bool) -> Self {
+        UnitWindow { inner: if start_q { usize::MAX } else { q }, ..Self::new(q) }
     }
 
     /// Moves to position `i` from `i + 1`: `start_i` and `start_next` are the start flags of
@@ -161,6 +169,8 @@ impl UnitWindow {
         if self.start_i {
             self.s2 = self.s1;
             self.s1 = i;
+        } else {
+            self.inner = i;
         }
     }
 
@@ -176,9 +186,12 @@ impl UnitWindow {
         }
     }
 
-    /// Whether every candidate `x[i:i+l]` with `l <= longest` is free (`i + longest <= n`).
-    pub fn free_up_to(&self, i: usize, longest: usize, starts: &[u8]) -> bool {
-        i + longest <= self.s1 || (self.start_i && !starts[i + 1..=i + longest].contains(&0))
+    /// Whether every candidate `x[i:i+l]` with `l <= longest` is free (`i + longest <= n`,
+    /// and at most the piece's end given to [`Self::ending_at`]): inside the first unit, or
+    /// whole units (every byte `i + 1 ..= i + longest` starts one).
+    #[inline(always)]
+    pub fn free_up_to(&self, i: usize, longest: usize) -> bool {
+        i + longest <= self.s1 || (self.start_i && i + longest < self.inner)
     }
 
     /// The classes of all lengths 1..=64 at position `i` as bit masks (bit `l - 1`): `(free,
@@ -228,6 +241,13 @@ mod tests {
         let mut w = UnitWindow::new(n);
         for i in (0..n).rev() {
             w.enter(starts[i] != 0, starts[i + 1] != 0);
+            for longest in 1..=n - i {
+                // Inside the first unit, or whole units only (then every candidate is free).
+                let s1 = (i + 1..=n).find(|&k| starts[k] != 0).unwrap_or(n);
+                let want = i + longest <= s1 || (starts[i] != 0 && !starts[i + 1..=i + longest].contains(&0));
+                assert_eq!(w.free_up_to(i, longest), want, "free_up_to({i}, {longest})");
+                assert!(!want || (i + 1..=i + longest).all(|j| crossing_of(&starts, i, j) == Crossing::Free));
+            }
             let (free, partial) = w.masks(i);
             for j in i + 1..=n {
                 let want = crossing_of(&starts, i, j);
