@@ -154,7 +154,9 @@ fn long_chain(
 /// D[i+1 ..= i+longest] (contiguous thanks to the ring's mirror). The smallest total, then the
 /// longest candidate reaching it (ties go to the largest j), is the choice the walk over the
 /// chain makes.
-#[inline(never)]
+// Inlined into its one caller: returned through memory, its Option cost a store-forwarding
+// stall per position.
+#[inline(always)]
 fn whole_unit_run(by_len: &[f64], id_by_len: &[u32], cx: &Candidates<'_>, dist: &[f64]) -> Option<(f64, u32, u32)> {
     let i = cx.i;
     let longest = by_len.len() - 1;
@@ -397,8 +399,9 @@ struct PieceCache {
 /// Piece caches a thread keeps for other encoders besides the one in use (so that encoders
 /// used in turn in one thread, e.g. several tokenizers, keep their solved pieces).
 const SPARE_CACHES: usize = if cfg!(test) { 2 } else { 3 };
-/// Bytes of piece caches all threads together may hold beyond each thread's first one: past
-/// this, a thread reuses its least recently used cache instead of allocating another.
+/// Bytes of piece caches (all threads together) past which no thread makes a cache beyond its
+/// first: it reuses its least recently used one instead. Each thread's first cache is always
+/// made (as before spares existed), so the total is at most this plus one cache per thread.
 const CACHE_BUDGET: usize = 128 << 20;
 const CACHE_BYTES: usize = std::mem::size_of::<PieceEntry>() << CACHE_BITS;
 /// Bytes of piece caches allocated now, in all threads.
