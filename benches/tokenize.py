@@ -20,8 +20,11 @@ little.
 
 Measured per input set:
 
-* ``read only``: the documents through the readers ``cnfmce tokenize`` uses
-  (``cnfmce.corpus.iter_file``: gzip + JSON), nothing else;
+* ``read only (core)``: the documents through the reader ``cnfmce tokenize`` uses for
+  ``.jsonl.gz`` (``cnfmce._core.CorpusReader``: gzip + JSON in Rust, GIL released, blocks of
+  UTF-8 documents, no Python strings), nothing else; ``read only (Python)``: the Python readers
+  (``cnfmce.corpus.iter_file``: gzip + ``json.loads``), which the in-memory rows and the
+  tiktoken pipeline use;
 * ``encode_batch in memory``: the documents already in a list, one ``encode_batch`` call over
   all of them on all cores, returning lists (``list``) or flat numpy arrays (``numpy``,
   ``return_numpy=True``);
@@ -99,6 +102,14 @@ def read_only(paths: Sequence[str]) -> None:
             pass
 
 
+def read_only_core(paths: Sequence[str], batch_chars: int) -> None:
+    from cnfmce._core import CorpusReader, TextBlock
+    for p in paths:
+        r = CorpusReader(p, b"text", gzip=p.endswith(".gz"))
+        while r.read(TextBlock(), batch_chars)[0] == "full":
+            pass
+
+
 def tiktoken_pipeline(enc: Any, paths: Sequence[str], out: str, batch_chars: int) -> None:
     import numpy as np
 
@@ -157,7 +168,8 @@ def run_set(name: str, args: argparse.Namespace, tok: Any, enc: Any, tokfile: st
         tiktoken_pipeline(enc, paths, os.path.join(tmp, "tiktoken.bin"), BATCH_CHARS)
 
     cands: Dict[str, Callable[[], Any]] = {
-        "read only": lambda: read_only(paths),
+        "read only (core)": lambda: read_only_core(paths, BATCH_CHARS),
+        "read only (Python)": lambda: read_only(paths),
         "encode_batch in memory (list)": lambda: tok.encode_batch(docs),
         "encode_batch in memory (numpy)": lambda: tok.encode_batch(docs, return_numpy=True),
     }

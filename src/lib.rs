@@ -42,6 +42,8 @@ mod mce;
 mod mem;
 mod options;
 mod probe;
+/// Corpus files (JSON lines, plain or gzip; text files) read into blocks of UTF-8 documents.
+pub mod read;
 mod refine;
 mod spill;
 mod tokenizer;

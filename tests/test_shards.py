@@ -321,6 +321,9 @@ def test_resume_across_files(tok16, corpus, tmp_path, monkeypatch):
     ref, out = tmp_path / "ref", tmp_path / "out"
     kw = dict(format="npy", shard_size="20KB", batch_chars=3000)
     cnfmce.tokenize_corpus(tok16, paths, ref, **kw)
+    # the Python readers (iter_file) for every file; test_resume_across_files_core_reader
+    # does the same with the core's reader
+    monkeypatch.setattr(shards, "_core_mode", lambda path, field: None)
     real = shards.iter_file
     opened = []
 
@@ -337,6 +340,55 @@ def test_resume_across_files(tok16, corpus, tmp_path, monkeypatch):
     assert m["shards"][-1]["input_end"][0] == 1 and 0 < m["shards"][-1]["input_end"][1] < 30
     opened.clear()
     monkeypatch.setattr(shards, "iter_file", lambda path, *a, **k: (opened.append(os.path.basename(path)), real(path, *a, **k))[1])
+    cnfmce.tokenize_corpus(tok16, paths, out, resume=True, **kw)
+    assert opened == ["b.jsonl.gz", "c.txt"]  # a.jsonl is not read again
+    assert dir_bytes(out) == dir_bytes(ref)
+    assert read_docs(out, "npy") == expected(tok16, docs, eos=EOS16)
+
+
+def test_resume_across_files_core_reader(tok16, corpus, tmp_path, monkeypatch):
+    """test_resume_across_files with the core reading the files (JSON lines, gzip, text):
+    interrupted inside the second file, the resumed run does not open the first one and ends
+    identical to an uninterrupted run (and to the Python readers' output)."""
+    import cnfmce._core as core
+    paths, docs = corpus
+    ref, out, py = tmp_path / "ref", tmp_path / "out", tmp_path / "py"
+    kw = dict(format="npy", shard_size="20KB", batch_chars=3000)
+    cnfmce.tokenize_corpus(tok16, paths, ref, **kw)
+    with monkeypatch.context() as mp:
+        mp.setattr(cnfmce.shards, "_core_mode", lambda path, field: None)
+        cnfmce.tokenize_corpus(tok16, paths, py, **kw)
+    assert dir_bytes(py) == dir_bytes(ref)
+    real = core.CorpusReader
+    opened = []
+
+    class Reader:
+        def __init__(self, path, *a, **k):
+            opened.append(os.path.basename(path))
+            self.path, self.r, self.reads = path, real(path, *a, **k), 0
+
+        def read(self, *a):
+            if self.path == os.fspath(paths[1]) and self.r.documents >= 30 and interrupt:
+                # Ctrl-C once a shard of this file is written (the writer runs behind)
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    shards = read_manifest(out)["shards"]
+                    if shards and shards[-1]["input_end"][0] == 1:
+                        break
+                    time.sleep(0.01)
+                raise KeyboardInterrupt
+            return self.r.read(*a)
+
+        def __getattr__(self, name):
+            return getattr(self.r, name)
+    monkeypatch.setattr(core, "CorpusReader", Reader)
+    interrupt = True
+    with pytest.raises(KeyboardInterrupt):
+        cnfmce.tokenize_corpus(tok16, paths, out, **kw)
+    m = read_manifest(out)
+    assert m["shards"][-1]["input_end"][0] == 1 and 0 < m["shards"][-1]["input_end"][1] < 40
+    opened.clear()
+    interrupt = False
     cnfmce.tokenize_corpus(tok16, paths, out, resume=True, **kw)
     assert opened == ["b.jsonl.gz", "c.txt"]  # a.jsonl is not read again
     assert dir_bytes(out) == dir_bytes(ref)

@@ -53,7 +53,8 @@ from .errors import CorpusError
 
 __all__ = ["PathLike", "Inputs", "CORPUS_EXTENSIONS", "Documents", "corpus_kind", "classify_inputs",
            "check_corpus_file", "is_path_list", "iter_documents", "iter_file", "iter_jsonl_records",
-           "iter_jsonl_stream", "iter_documents_located", "describe_location", "open_binary"]
+           "iter_jsonl_stream", "iter_documents_located", "describe_location", "open_binary",
+           "parse_jsonl_line"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 Inputs = Union[Iterable[str], Sequence[PathLike], "Documents"]
@@ -351,19 +352,25 @@ def iter_jsonl_stream(fh: IO[bytes], name: str, field: str = "text", progress: P
         lineno += 1
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except UnicodeDecodeError:
-            raise CorpusError(f"{name}:{lineno}: not valid UTF-8") from None
-        except RecursionError:
-            raise CorpusError(f"{name}:{lineno}: JSON nested too deeply") from None
-        except ValueError as e:
-            raise CorpusError(f"{name}:{lineno}: malformed JSON ({e})") from None
-        if not isinstance(obj, dict) or field not in obj:
-            raise CorpusError(f"{name}:{lineno}: expected a JSON object with a \"{field}\" field")
-        if not isinstance(obj[field], str):
-            raise CorpusError(f"{name}:{lineno}: \"{field}\" is not a string")
-        yield lineno, obj
+        yield lineno, parse_jsonl_line(line, name, lineno, field)
+
+
+def parse_jsonl_line(line: bytes, name: str, lineno: int, field: str = "text") -> Dict[str, Any]:
+    """The JSON object of one (non-blank) line of a JSON-lines file, checked to hold a
+    ``field`` string; :class:`CorpusError` naming ``name`` and ``lineno`` otherwise."""
+    try:
+        obj = json.loads(line)
+    except UnicodeDecodeError:
+        raise CorpusError(f"{name}:{lineno}: not valid UTF-8") from None
+    except RecursionError:
+        raise CorpusError(f"{name}:{lineno}: JSON nested too deeply") from None
+    except ValueError as e:
+        raise CorpusError(f"{name}:{lineno}: malformed JSON ({e})") from None
+    if not isinstance(obj, dict) or field not in obj:
+        raise CorpusError(f"{name}:{lineno}: expected a JSON object with a \"{field}\" field")
+    if not isinstance(obj[field], str):
+        raise CorpusError(f"{name}:{lineno}: \"{field}\" is not a string")
+    return obj
 
 
 def _iter_parquet(p: str, field: str = "text", progress: ProgressHook = None

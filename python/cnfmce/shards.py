@@ -1,9 +1,23 @@
 """Pretraining data: a corpus turned into token shards (``cnfmce tokenize``).
 
-:func:`tokenize_corpus` streams documents from the training readers (``.txt``, ``.jsonl``,
-``.jsonl.gz``, ``.jsonl.zst``, ``.parquet``; ``field`` names the JSON field or parquet column),
-encodes them with the Rust core (GIL released, all cores) and writes shards of about
-``shard_size`` bytes of tokens in one of three formats. Reading (this thread), encoding (threads
+:func:`tokenize_corpus` streams documents from ``.txt``, ``.jsonl``, ``.jsonl.gz``,
+``.jsonl.zst`` and ``.parquet`` files (``field`` names the JSON field or parquet column), encodes
+them with the Rust core (GIL released, all cores) and writes shards of about ``shard_size`` bytes
+of tokens in one of three formats.
+
+Reading: the core reads JSON lines (plain or gzip) and text files itself
+(``cnfmce._core.CorpusReader``, ``src/read.rs``: gzip and JSON with the GIL released, into blocks
+of UTF-8 documents that the encoder takes without a Python string per document); ``.zst``,
+parquet and in-memory documents go through the training readers (:mod:`cnfmce.corpus`). The
+documents and the errors are the training readers': the core's JSON check only takes lines that
+``json.loads`` surely reads the same way and hands every other line to
+:func:`cnfmce.corpus.parse_jsonl_line`; a file it cannot read on (corrupt or truncated data) is
+read again by the Python reader, past the documents already given, which raises its own error.
+One addition: a line (a ``.txt.gz`` text) that inflates past
+:func:`cnfmce.formats.inflate_limit` of the compressed file's size is a :class:`CorpusError`
+(a gzip bomb), not a memory blow-up.
+
+Threads: reading (this thread), encoding (threads
 that spend their time in the core, GIL released: two sharing the core's pool by default, or
 ``num_threads`` of one core each) and writing (a thread) overlap; documents keep their order, so
 the output is byte-identical whatever ``num_threads`` is.
@@ -358,6 +372,9 @@ class _Batch:
     # the progress bar's input position (stored bytes of all files) once the batch is written:
     # the bar shows what is written, not what the reader has read ahead
     input_pos: Optional[int] = None
+    # the documents as UTF-8 (a cnfmce._core.TextBlock) when the core read them: texts is
+    # then empty
+    block: Any = None
 
     def end_after(self, j: int) -> List[int]:
         """[file index, documents read from that file] once document ``j`` of the batch is done."""
@@ -469,6 +486,15 @@ class _Pipeline:
                 if b.encoded is not None:  # encoded elsewhere (backend="ray")
                     ids_a, starts_a, sizes_a = b.encoded
                     b.encoded = None
+                elif b.block is not None:  # read by the core: UTF-8 documents, framed there
+                    toks, lens, sizes = self.core.encode_block_framed(
+                        b.block, self.dt.itemsize, self.bos, self.eos, self.per_call)
+                    b.block = None
+                    slot.result = _Encoded(np.frombuffer(toks, dtype=self.dt),
+                                           np.frombuffer(lens, dtype="<i8"),
+                                           np.frombuffer(sizes, dtype="<i8"), b)
+                    slot.ready.set()
+                    continue
                 else:
                     ids, starts, sizes = self.core.encode_batch_flat(b.texts, None, self.per_call)
                     b.texts = []
@@ -668,49 +694,217 @@ def _check_paths(paths: List[str]) -> List[Dict[str, Any]]:
     return out
 
 
+def _core_mode(path: str, field_name: str) -> Optional[Tuple[bool, bool]]:
+    """``(text, gzip)`` when the core reads ``path`` (JSON lines or a text file, plain or gzip,
+    as :func:`cnfmce.corpus.open_binary` would open it), None for the Python readers (``.zst``,
+    parquet, a field name that is not valid Unicode)."""
+    from .corpus import corpus_kind
+    kind = corpus_kind(path)
+    if kind not in ("jsonl", "text") or path.endswith(".zst"):
+        return None
+    try:
+        field_name.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return kind == "text", path.endswith(".gz")
+
+
+class _Reader:
+    """Documents into batches of about ``batch_chars`` characters (Python's ``len``), in
+    reading order: from the core (:class:`cnfmce._core.CorpusReader`, UTF-8 blocks, no Python
+    string per document) for the files it reads, else from the Python readers. A batch holds
+    either a block or a list of str; it spans files, as the documents come."""
+
+    def __init__(self, batch_chars: int, bar: Any, files: bool):
+        self.batch_chars = batch_chars
+        self.bar = bar
+        self.files = files
+        self.texts: List[str] = []
+        self.block: Any = None
+        self.chars = 0
+        self.segments: List[Tuple[int, int, int]] = []
+        self.k = 0  # documents of the current file in the batches already made
+
+    def n(self) -> int:
+        return len(self.block) if self.block is not None else len(self.texts)
+
+    def begin_file(self, fi: int, k: int) -> None:
+        self.k = k
+        self.segments.append((self.n(), fi, k))
+
+    def flush(self) -> _Batch:
+        fi = self.segments[-1][1]
+        self.k += self.n() - self.segments[-1][0]
+        b = _Batch(self.texts, self.segments,
+                   input_pos=self.bar.read if self.bar is not None and self.files else None,
+                   block=self.block)
+        self.texts, self.block, self.chars = [], None, 0
+        self.segments = [(0, fi, self.k)]
+        return b
+
+    def python_docs(self, it: Iterable[str]) -> Iterator[_Batch]:
+        for d in it:
+            if self.block is not None:  # a batch holds one kind of documents
+                yield self.flush()
+            if not isinstance(d, str):
+                raise TypeError(f"document {self.k + len(self.texts) - self.segments[-1][0]} is "
+                                f"{type(d).__name__}, expected str")
+            self.texts.append(d)
+            self.chars += len(d)
+            if self.chars >= self.batch_chars:
+                yield self.flush()
+
+    def core_file(self, fi: int, p: str, field_name: str, text: bool, gz: bool, skip: int,
+                  hook: Any) -> Iterator[_Batch]:
+        """The documents of ``p`` read by the core, from document ``skip`` on. A line only
+        ``json.loads`` can judge goes to it (:func:`cnfmce.corpus.parse_jsonl_line`). A file
+        the core cannot read on (corrupt or truncated data, an I/O error, or a bad line in a
+        compressed file, where the Python reader may meet the corrupt data first) is read
+        again by the Python reader, past the documents the core gave: it raises its own error
+        (or reads what the core did not), so the errors are the Python readers'."""
+        from ._core import CorpusReader, TextBlock
+        from .corpus import parse_jsonl_line
+        from .formats import inflate_limit
+        limit = inflate_limit(os.path.getsize(p)) if gz else 2**64 - 1
+        try:
+            r = CorpusReader(p, field_name.encode("utf-8"), text=text, gzip=gz, limit=limit)
+        except OSError:
+            r = None
+        failed: Optional[str] = None
+        bad: Optional[CorpusError] = None
+
+        def judge(line: bytes, lineno: int) -> Optional[str]:
+            nonlocal bad
+            try:
+                doc = parse_jsonl_line(line, p, lineno, field_name)[field_name]
+            except CorpusError as e:
+                if not gz:
+                    raise
+                bad = e
+                return None
+            assert r is not None
+            r.count_document()
+            return doc
+        while r is not None:  # documents already in finished shards: read past them
+            if r.documents >= skip:
+                break
+            what, lineno, detail = r.read(TextBlock(), self.batch_chars, skip - r.documents)
+            if what == "unsure":
+                if judge(detail, lineno) is None:
+                    break
+            elif what == "too_long":
+                raise _too_long(p, lineno, limit)
+            elif what == "failed":
+                failed = detail
+                break
+            elif what == "end":
+                break
+            if hook is not None:
+                hook(r.raw_position)
+        ok = r is not None and failed is None and bad is None
+        if ok and r.documents < skip:
+            raise _short_input(fi, r.documents, skip)
+        while ok:
+            if self.block is None:
+                if self.texts:  # a batch holds one kind of documents
+                    yield self.flush()
+                self.block = TextBlock()
+            what, lineno, detail = r.read(self.block, self.batch_chars)
+            if hook is not None:
+                hook(r.raw_position)
+            if what == "full":
+                yield self.flush()
+            elif what == "end":
+                if hook is not None:
+                    hook(os.path.getsize(p))
+                return
+            elif what == "unsure":  # a line only json.loads can judge: its error, or its text
+                doc = judge(detail, lineno)
+                if doc is None:
+                    break
+                try:
+                    self.block.push(doc.encode("utf-8"))
+                except UnicodeEncodeError:  # lone surrogates: the encoder's error, as before
+                    raise ValueError(f"text {len(self.block)} is not valid Unicode (it holds lone "
+                                     "surrogates); encode it with encode_bytes(text.encode("
+                                     "'utf-8', 'surrogatepass')) if that is intended") from None
+                if self.block.chars >= self.batch_chars:
+                    yield self.flush()
+            elif what == "too_long":
+                raise _too_long(p, lineno, limit)
+            else:
+                failed = detail
+                break
+        # The Python reader reads the file again, past the documents the core gave.
+        done = max(r.documents if r is not None else 0, skip)
+        it = iter(iter_file(p, field_name, hook))
+        k = 0
+        for _ in range(done):
+            if next(it, None) is None:
+                break
+            k += 1
+        if k < done:
+            if r is None or r.documents < skip:
+                raise _short_input(fi, k, skip)
+            if bad is not None:
+                raise bad
+            where = f" after line {r.lines}" if not text else ""
+            raise CorpusError(f"{p}: cannot read{where}: truncated or corrupt data ({failed})")
+        yield from self.python_docs(it)
+        if bad is not None:  # the Python reader took what the core's line check refused
+            raise bad
+
+    def final(self) -> Iterator[_Batch]:
+        if self.n():
+            yield self.flush()
+
+
+def _short_input(fi: int, n: int, skip: int) -> ShardsError:
+    return ShardsError(f"cannot resume: input {fi} now has {n} documents, fewer than the {skip} "
+                       "the manifest says were done")
+
+
+def _too_long(p: str, lineno: int, limit: int) -> CorpusError:
+    what = f"{p}:{lineno}: a line" if lineno else f"{p}: the text"
+    return CorpusError(f"{what} inflates to more than {limit:,} bytes (the limit of "
+                       "cnfmce.formats.inflate_limit for a compressed file of this size): "
+                       "refusing to read it")
+
+
 def _read_batches(paths: Optional[List[str]], docs: Optional[Iterable[str]], field_name: str,
-                  start: Tuple[int, int], batch_chars: int, bar: Any) -> Iterator[_Batch]:
+                  start: Tuple[int, int], batch_chars: int, bar: Any,
+                  use_core: bool = True) -> Iterator[_Batch]:
     """The documents from ``start`` (file index, documents of that file already done) on, in
-    batches of about ``batch_chars`` characters; one loop, as little work per document as
-    possible (this thread's time is taken from the encoders on a machine with few cores)."""
+    batches of about ``batch_chars`` characters; as little work per document as possible in
+    this thread (its time is taken from the encoders on a machine with few cores): the core
+    reads the JSON-lines and text files (plain or gzip) with the GIL released."""
     f0, skip = start
+    rd = _Reader(batch_chars, bar, paths is not None)
     if paths is None:
         assert docs is not None
-        sources: Iterable[Tuple[int, Iterable[str]]] = [(0, docs)]
+        sources: Iterable[Tuple[int, Optional[str]]] = [(0, None)]
     else:
-        sources = ((fi, iter_file(p, field_name, bar.file_hook(fi) if bar is not None else None))
-                   for fi, p in enumerate(paths) if fi >= f0)
-    texts: List[str] = []
-    segments: List[Tuple[int, int, int]] = []
-    chars = 0
-
-    def batch() -> _Batch:
-        return _Batch(texts, segments, input_pos=bar.read if bar is not None and paths else None)
-    for fi, it in sources:
-        k = 0
-        if fi == f0 and skip:
+        sources = ((fi, p) for fi, p in enumerate(paths) if fi >= f0)
+    for fi, p in sources:
+        hook = bar.file_hook(fi) if bar is not None else None
+        k = skip if fi == f0 else 0
+        mode = _core_mode(p, field_name) if use_core and p is not None else None
+        if p is not None and mode is not None:
+            rd.begin_file(fi, k)
+            yield from rd.core_file(fi, p, field_name, mode[0], mode[1], k, hook)
+            continue
+        it = iter(iter_file(p, field_name, hook)) if p is not None else iter(docs)  # type: ignore[arg-type]
+        n = 0
+        if k:
             for _ in it:  # documents already in finished shards: read past them
-                k += 1
-                if k == skip:
+                n += 1
+                if n == k:
                     break
-            if k < skip:
-                raise ShardsError(f"cannot resume: input {fi} now has {k} documents, fewer than "
-                                  f"the {skip} the manifest says were done")
-        segments.append((len(texts), fi, k))
-        for d in it:
-            if not isinstance(d, str):
-                raise TypeError(f"document {k + len(texts) - segments[-1][0]} is "
-                                f"{type(d).__name__}, expected str")
-            texts.append(d)
-            chars += len(d)
-            if chars >= batch_chars:
-                yield batch()
-                k += len(texts) - segments[-1][0]
-                texts, chars = [], 0
-                segments = [(0, fi, k)]
-        k += len(texts) - segments[-1][0]
-    if texts:
-        yield batch()
+            if n < k:
+                raise _short_input(fi, n, k)
+        rd.begin_file(fi, k)
+        yield from rd.python_docs(it)
+    yield from rd.final()
 
 
 # --- manifest -----------------------------------------------------------------------------------

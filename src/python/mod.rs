@@ -8,6 +8,7 @@ mod filter;
 mod ints;
 mod options;
 mod offsets;
+mod reader;
 mod shuffle;
 mod text;
 mod tokenizer;
@@ -79,6 +80,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<counter::PyCounter>()?;
     m.add_class::<filter::PyFilter>()?;
     m.add_class::<trainer::PyTrainer>()?;
+    m.add_class::<reader::PyCorpusReader>()?;
+    m.add_class::<reader::PyTextBlock>()?;
     m.add_class::<blocks::PySurvivors>()?;
     m.add_class::<blocks::PyBlockCounts>()?;
     m.add_class::<blocks::PyBlockUsage>()?;

@@ -126,6 +126,63 @@ impl PyCoreTokenizer {
     }
 }
 
+/// (ids, starts, sizes) of `encode_batch_flat`: bytearrays of native-endian u32 ids, i64
+/// document starts and i64 UTF-8 sizes.
+type FlatIds<'py> = (Bound<'py, PyByteArray>, Bound<'py, PyByteArray>, Bound<'py, PyByteArray>);
+
+/// `[bos] ids [eos]` of each document into `buf` as little-endian integers of `N` bytes (the
+/// low bytes of each id).
+fn frame<const N: usize>(buf: &mut [u8], all: &[Vec<u32>], bos: Option<u32>, eos: Option<u32>) {
+    let mut slots = buf.chunks_exact_mut(N);
+    let mut put = |id: u32| {
+        if let Some(dst) = slots.next() {
+            dst.copy_from_slice(&id.to_le_bytes()[..N]);
+        }
+    };
+    for doc in all {
+        if let Some(b) = bos {
+            put(b);
+        }
+        for &id in doc {
+            put(id);
+        }
+        if let Some(e) = eos {
+            put(e);
+        }
+    }
+}
+
+fn flat<'py>(py: Python<'py>, all: &[Vec<u32>], sizes: &[usize]) -> PyResult<FlatIds<'py>> {
+    let total: usize = all.iter().map(Vec::len).sum();
+    let ids = PyByteArray::new_with(py, total * 4, |buf| {
+        let mut at = 0;
+        for doc in all {
+            for (dst, id) in buf[at..at + doc.len() * 4].chunks_exact_mut(4).zip(doc) {
+                dst.copy_from_slice(&id.to_ne_bytes());
+            }
+            at += doc.len() * 4;
+        }
+        Ok(())
+    })?;
+    let starts = PyByteArray::new_with(py, (all.len() + 1) * 8, |buf| {
+        let mut at = 0i64;
+        for (k, dst) in buf.chunks_exact_mut(8).enumerate() {
+            dst.copy_from_slice(&at.to_ne_bytes());
+            if k < all.len() {
+                at += all[k].len() as i64;
+            }
+        }
+        Ok(())
+    })?;
+    let sizes = PyByteArray::new_with(py, sizes.len() * 8, |buf| {
+        for (dst, &n) in buf.chunks_exact_mut(8).zip(sizes) {
+            dst.copy_from_slice(&(n as i64).to_ne_bytes());
+        }
+        Ok(())
+    })?;
+    Ok((ids, starts, sizes))
+}
+
 #[pymethods]
 impl PyCoreTokenizer {
     /// tokens: the regular tokens; ids: their ids (None: the list index);
@@ -269,36 +326,77 @@ impl PyCoreTokenizer {
         texts: Vec<Bound<'_, PyString>>,
         allowed: Option<&Bound<'_, PySpecialMatcher>>,
         num_threads: Option<usize>,
-    ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyByteArray>, Bound<'py, PyByteArray>)> {
+    ) -> PyResult<FlatIds<'py>> {
         let (all, sizes) = self.encode_strs(py, &texts, allowed, num_threads)?;
-        let total: usize = all.iter().map(Vec::len).sum();
-        let ids = PyByteArray::new_with(py, total * 4, |buf| {
-            let mut at = 0;
-            for doc in &all {
-                for (dst, id) in buf[at..at + doc.len() * 4].chunks_exact_mut(4).zip(doc) {
-                    dst.copy_from_slice(&id.to_ne_bytes());
-                }
-                at += doc.len() * 4;
+        flat(py, &all, &sizes)
+    }
+
+    /// The documents of a `TextBlock` encoded (GIL released) and framed as shards store them:
+    /// `(tokens, lengths, sizes)` as bytearrays: each document's `[bos] ids [eos]` as
+    /// little-endian integers of `itemsize` bytes (2 or 4; the caller chose a dtype every id
+    /// fits), the documents' token counts (bos/eos included) and UTF-8 sizes as i64.
+    #[pyo3(signature = (block, itemsize, bos=None, eos=None, num_threads=None))]
+    fn encode_block_framed<'py>(
+        &self,
+        py: Python<'py>,
+        block: &super::reader::PyTextBlock,
+        itemsize: usize,
+        bos: Option<u32>,
+        eos: Option<u32>,
+        num_threads: Option<usize>,
+    ) -> PyResult<FlatIds<'py>> {
+        if itemsize != 2 && itemsize != 4 {
+            return Err(PyValueError::new_err("itemsize must be 2 or 4"));
+        }
+        let (all, sizes) = py.detach(|| {
+            let t = block.inner.lock().unwrap_or_else(|p| p.into_inner());
+            let docs = t.slices();
+            let sizes: Vec<usize> = docs.iter().map(|d| d.len()).collect();
+            guarded(|| in_pool(num_threads, || self.inner.encode_batch(&docs, None))).map(|r| r.map(|all| (all, sizes)))
+        })??;
+        let extra = bos.is_some() as usize + eos.is_some() as usize;
+        let total: usize = all.iter().map(|d| d.len() + extra).sum();
+        let tokens = PyByteArray::new_with(py, total * itemsize, |buf| {
+            if itemsize == 2 {
+                frame::<2>(buf, &all, bos, eos);
+            } else {
+                frame::<4>(buf, &all, bos, eos);
             }
             Ok(())
         })?;
-        let starts = PyByteArray::new_with(py, (all.len() + 1) * 8, |buf| {
-            let mut at = 0i64;
-            for (k, dst) in buf.chunks_exact_mut(8).enumerate() {
-                dst.copy_from_slice(&at.to_ne_bytes());
-                if k < all.len() {
-                    at += all[k].len() as i64;
-                }
+        let lengths = PyByteArray::new_with(py, all.len() * 8, |buf| {
+            for (dst, doc) in buf.chunks_exact_mut(8).zip(&all) {
+                dst.copy_from_slice(&((doc.len() + extra) as i64).to_le_bytes());
             }
             Ok(())
         })?;
         let sizes = PyByteArray::new_with(py, sizes.len() * 8, |buf| {
             for (dst, &n) in buf.chunks_exact_mut(8).zip(&sizes) {
-                dst.copy_from_slice(&(n as i64).to_ne_bytes());
+                dst.copy_from_slice(&(n as i64).to_le_bytes());
             }
             Ok(())
         })?;
-        Ok((ids, starts, sizes))
+        Ok((tokens, lengths, sizes))
+    }
+
+    /// `encode_batch_flat` of the documents of a `TextBlock` (UTF-8 already: no Python string
+    /// per document), GIL released; the same (ids, starts, sizes).
+    #[pyo3(signature = (block, allowed=None, num_threads=None))]
+    fn encode_block_flat<'py>(
+        &self,
+        py: Python<'py>,
+        block: &super::reader::PyTextBlock,
+        allowed: Option<&Bound<'_, PySpecialMatcher>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<FlatIds<'py>> {
+        let m = allowed.map(|a| &a.get().inner);
+        let (all, sizes) = py.detach(|| {
+            let t = block.inner.lock().unwrap_or_else(|p| p.into_inner());
+            let docs = t.slices();
+            let sizes: Vec<usize> = docs.iter().map(|d| d.len()).collect();
+            guarded(|| in_pool(num_threads, || self.inner.encode_batch(&docs, m))).map(|r| r.map(|all| (all, sizes)))
+        })??;
+        flat(py, &all, &sizes)
     }
 
     #[pyo3(signature = (items, allowed=None, num_threads=None))]
