@@ -313,6 +313,37 @@ def test_ctrl_c_leaves_complete_shards_and_resume_is_identical(tok16, corpus, tm
     assert dir_bytes(out) == dir_bytes(ref)
 
 
+def test_temporaries_of_a_killed_run_are_removed(tok16, corpus, tmp_path):
+    """A SIGKILL leaves the temporary files of the write under way: a shard's hidden
+    ``.shard_*.tmp`` or the manifest's ``manifest.json.tmp<pid>``. The next run (resumed, or
+    started over after a run that finished no shard) deletes them, so the directory ends
+    byte-identical to an uninterrupted run; files that only look alike stay."""
+    paths, _ = corpus
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    kw = dict(format="llmc", shard_size="20KB", batch_chars=3000)
+    cnfmce.tokenize_corpus(tok16, paths, ref, **kw)
+    cnfmce.tokenize_corpus(tok16, paths, out, **kw)
+    m = read_manifest(out)
+    # as a kill inside the last shard's write would leave them, the manifest not yet updated
+    last = m["shards"].pop()
+    m["complete"] = False
+    (out / "manifest.json").write_text(json.dumps(m, indent=1, sort_keys=True) + "\n")
+    for f in last["files"]:
+        os.replace(out / f, out / f".{f}.tmp")
+    (out / "manifest.json.tmp4242").write_bytes(b"{")
+    cnfmce.tokenize_corpus(tok16, paths, out, resume=True, **kw)
+    assert dir_bytes(out) == dir_bytes(ref)
+    # a run that finished no shard, then killed while writing its manifest
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "manifest.json.tmp77").write_bytes(b"")
+    (fresh / "manifest.json.tmpx").write_bytes(b"kept")  # not a pid suffix: not ours
+    cnfmce.tokenize_corpus(tok16, paths, fresh, **kw)
+    got = dir_bytes(fresh)
+    assert got.pop("manifest.json.tmpx") == b"kept"
+    assert got == dir_bytes(ref)
+
+
 def test_resume_across_files(tok16, corpus, tmp_path, monkeypatch):
     """Interrupted inside the second file: resuming skips the first file unread, reads past the
     finished documents of the second and ends identical to an uninterrupted run."""

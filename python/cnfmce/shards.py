@@ -68,7 +68,8 @@ and ``complete``. It holds no time stamps: two runs with the same inputs write i
 
 Atomicity and resuming: a shard is written to hidden temporary files, flushed to disk and renamed;
 only then is it added to the manifest. An interrupted run (Ctrl-C, a kill, a crash) leaves
-complete shards only (and possibly hidden ``.*.tmp`` files that the next run deletes).
+complete shards only (and possibly temporary files, hidden ``.shard_*.tmp`` and
+``manifest.json.tmp<pid>``, that the next run deletes).
 ``resume=True`` checks that the settings, the tokenizer and the inputs are those of the manifest,
 keeps the shards it lists, skips the input files they cover without reading them (and the covered
 documents of the next file by reading past them) and continues: the result is byte-identical to an
@@ -909,6 +910,16 @@ def _read_batches(paths: Optional[List[str]], docs: Optional[Iterable[str]], fie
 
 # --- manifest -----------------------------------------------------------------------------------
 
+def _stale_temporary(name: str) -> bool:
+    """A temporary file a killed run left in OUTDIR: a shard's hidden ``.shard_*.tmp`` or the
+    manifest's ``manifest.json.tmp<pid>`` (:func:`cnfmce.formats.write_bytes_atomic`). Only called
+    while this run holds OUTDIR's lock, so their writer is gone."""
+    if name.startswith(".shard_") and name.endswith(".tmp"):
+        return True
+    rest = name[len(MANIFEST) + 4:]
+    return name.startswith(MANIFEST + ".tmp") and rest.isdigit()
+
+
 def _write_manifest(out: str, m: Dict[str, Any]) -> None:
     from .formats import write_bytes_atomic
     write_bytes_atomic(os.path.join(out, MANIFEST),
@@ -953,7 +964,7 @@ def _resume_from(out: str, fresh: Dict[str, Any]) -> Dict[str, Any]:
     old = read_manifest(out)
     if _nothing_done(out, old):  # nothing to keep: this run starts over with its own settings
         for f in os.listdir(out):
-            if f.startswith("shard_") or (f.startswith(".shard_") and f.endswith(".tmp")):
+            if f.startswith("shard_") or _stale_temporary(f):
                 os.unlink(os.path.join(out, f))
         _write_manifest(out, fresh)
         return fresh
@@ -982,7 +993,7 @@ def _resume_from(out: str, fresh: Dict[str, Any]) -> Dict[str, Any]:
     m["complete"] = bool(old.get("complete")) and len(keep) == len(old["shards"])
     listed = {f for s in keep for f in s["files"]}
     for f in os.listdir(out):
-        if (f.startswith("shard_") and f not in listed) or (f.startswith(".shard_") and f.endswith(".tmp")):
+        if (f.startswith("shard_") and f not in listed) or _stale_temporary(f):
             os.unlink(os.path.join(out, f))
     return m
 
@@ -1167,7 +1178,7 @@ def _tokenize_locked(tok: Any, out: str, format: str, dt: np.dtype, size: int, f
             raise ShardsError(f"{out} already holds shards ({existing[0]}, ...); pass --resume "
                               "(resume=True) to continue that run, or use an empty directory")
         for f in os.listdir(out):
-            if f.startswith(".shard_") and f.endswith(".tmp"):
+            if _stale_temporary(f):
                 os.unlink(os.path.join(out, f))
         manifest = fresh
         _write_manifest(out, manifest)
