@@ -258,6 +258,35 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// The `:` after an object's key, with the whitespace around it.
+    fn colon(&mut self) -> P<()> {
+        self.ws();
+        if self.peek()? != b':' {
+            return Err(Unsure);
+        }
+        self.i += 1;
+        self.ws();
+        Ok(())
+    }
+
+    /// After an object member or an array element: `true` at the container's `close` byte,
+    /// `false` after a comma (each consumed, with the whitespace before it and after a comma).
+    fn end_or_comma(&mut self, close: u8) -> P<bool> {
+        self.ws();
+        match self.peek()? {
+            b',' => {
+                self.i += 1;
+                self.ws();
+                Ok(false)
+            }
+            c if c == close => {
+                self.i += 1;
+                Ok(true)
+            }
+            _ => Err(Unsure),
+        }
+    }
+
     /// Any value (checked, not kept), at `self.i` after whitespace.
     fn value(&mut self, depth: usize) -> P<()> {
         match self.peek()? {
@@ -277,24 +306,10 @@ impl<'a> Parser<'a> {
                         return Err(Unsure);
                     }
                     self.string(None)?;
-                    self.ws();
-                    if self.peek()? != b':' {
-                        return Err(Unsure);
-                    }
-                    self.i += 1;
-                    self.ws();
+                    self.colon()?;
                     self.value(depth + 1)?;
-                    self.ws();
-                    match self.peek()? {
-                        b',' => {
-                            self.i += 1;
-                            self.ws();
-                        }
-                        b'}' => {
-                            self.i += 1;
-                            return Ok(());
-                        }
-                        _ => return Err(Unsure),
+                    if self.end_or_comma(b'}')? {
+                        return Ok(());
                     }
                 }
             }
@@ -310,17 +325,8 @@ impl<'a> Parser<'a> {
                 }
                 loop {
                     self.value(depth + 1)?;
-                    self.ws();
-                    match self.peek()? {
-                        b',' => {
-                            self.i += 1;
-                            self.ws();
-                        }
-                        b']' => {
-                            self.i += 1;
-                            return Ok(());
-                        }
-                        _ => return Err(Unsure),
+                    if self.end_or_comma(b']')? {
+                        return Ok(());
                     }
                 }
             }
@@ -397,12 +403,7 @@ fn json_field_inner(line: &[u8], field: &[u8], out: &mut Vec<u8>, mark: usize) -
                 return Err(Unsure);
             }
             let is_field = p.key_is(field, &mut scratch)?;
-            p.ws();
-            if p.peek()? != b':' {
-                return Err(Unsure);
-            }
-            p.i += 1;
-            p.ws();
+            p.colon()?;
             if is_field {
                 if p.peek()? == b'"' {
                     out.truncate(mark); // a repeated key: the last one counts
@@ -426,17 +427,8 @@ fn json_field_inner(line: &[u8], field: &[u8], out: &mut Vec<u8>, mark: usize) -
             } else {
                 p.value(1)?;
             }
-            p.ws();
-            match p.peek()? {
-                b',' => {
-                    p.i += 1;
-                    p.ws();
-                }
-                b'}' => {
-                    p.i += 1;
-                    break;
-                }
-                _ => return Err(Unsure),
+            if p.end_or_comma(b'}')? {
+                break;
             }
         }
     }
