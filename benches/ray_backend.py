@@ -55,7 +55,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 # benches/ holds tokenize.py, which would shadow the standard library's tokenize module (used by
 # inspect, hence by Ray): the folder goes last on the path; `import harness` still finds it.
@@ -331,21 +331,28 @@ def mb(n: Optional[float]) -> str:
     return "—" if n is None else f"{n / 1e6:.1f} MB"
 
 
+def paired_runs(res: Dict[str, Any]) -> Iterator[Tuple[str, Dict[str, List[Dict[str, Any]]], int,
+                                                        Dict[str, float], Dict[str, str]]]:
+    """Per corpus size that both backends ran without error: the size, its runs per backend, the
+    text's bytes, and per backend the median wall seconds and their min–max range."""
+    for size in res["sizes"]:
+        runs = {b: [r for r in res["runs"] if r["spec"]["size"] == size and r["spec"]["backend"] == b
+                    and "error" not in r] for b in ("local", "ray")}
+        if not runs["local"] or not runs["ray"]:
+            continue
+        med = {b: statistics.median(r["seconds"] for r in runs[b]) for b in runs}
+        rng = {b: f"{min(r['seconds'] for r in runs[b]):.1f}–{max(r['seconds'] for r in runs[b]):.1f}"
+               for b in runs}
+        yield size, runs, runs["local"][0]["bytes"], med, rng
+
+
 def report_tokenize(res: Dict[str, Any]) -> str:
     m = res["machine"]
     out = [f"Build {m.get('git')} (core {m.get('cnfmce_core_sha256')}), ray {m.get('ray')}, "
            f"{m.get('date')}; tokenize_corpus, o200k_base, megatron shards; Ray with "
            f"{res['cpus']} worker CPUs."]
     rows = []
-    for size in res["sizes"]:
-        runs = {b: [r for r in res["runs"] if r["spec"]["size"] == size and r["spec"]["backend"] == b
-                    and "error" not in r] for b in ("local", "ray")}
-        if not runs["local"] or not runs["ray"]:
-            continue
-        nbytes = runs["local"][0]["bytes"]
-        med = {b: statistics.median(r["seconds"] for r in runs[b]) for b in runs}
-        rng = {b: f"{min(r['seconds'] for r in runs[b]):.1f}–{max(r['seconds'] for r in runs[b]):.1f}"
-               for b in runs}
+    for size, runs, nbytes, med, rng in paired_runs(res):
         cpu_local = statistics.median(r["driver_cpu_seconds"] for r in runs["local"])
         cpu_ray = statistics.median(r["driver_cpu_seconds"] + r["cluster_cpu_seconds"]
                                     for r in runs["ray"])
@@ -377,15 +384,7 @@ def report(res: Dict[str, Any]) -> str:
     out.append(f"Build {m.get('git')} (core {m.get('cnfmce_core_sha256')}), ray {m.get('ray')}, "
                f"{m.get('date')}; vocab {res['vocab']}, Ray with {res['cpus']} worker CPUs.")
     rows, detail = [], []
-    for size in res["sizes"]:
-        runs = {b: [r for r in res["runs"] if r["spec"]["size"] == size and r["spec"]["backend"] == b
-                    and "error" not in r] for b in ("local", "ray")}
-        if not runs["local"] or not runs["ray"]:
-            continue
-        nbytes = runs["local"][0]["bytes"]
-        med = {b: statistics.median(r["seconds"] for r in runs[b]) for b in runs}
-        rng = {b: f"{min(r['seconds'] for r in runs[b]):.1f}–{max(r['seconds'] for r in runs[b]):.1f}"
-               for b in runs}
+    for size, runs, nbytes, med, rng in paired_runs(res):
         same = len({r["vocab_sha"] for b in runs for r in runs[b]}) == 1
         lr = runs["ray"]
         shuffled = statistics.median(sum(x["shuffled_bytes"] or 0 for x in r["rounds"]) for r in lr)
