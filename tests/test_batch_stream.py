@@ -126,3 +126,33 @@ def test_batch_with_offsets_bad_text():
     for n in (2, 3):
         with pytest.raises(ValueError, match=r"^text 2 is not valid Unicode"):
             tok.encode_batch_with_offsets(docs, num_threads=n)
+
+
+def test_other_python_threads_run_during_a_batch():
+    """The calling thread holds the GIL only while it builds lists: another Python thread keeps
+    running during a long batch."""
+    import threading
+    tok = make()
+    rng = random.Random(9)
+    docs = [random_doc(rng, 20_000) for _ in range(60)]
+    ticks = [0]
+    running = threading.Event()
+    stop = threading.Event()
+
+    def spin():
+        running.set()
+        while not stop.is_set():
+            ticks[0] += 1
+
+    th = threading.Thread(target=spin)
+    th.start()
+    running.wait()
+    try:
+        before = ticks[0]
+        out = tok.encode_batch(docs, num_threads=2)
+        during = ticks[0] - before
+    finally:
+        stop.set()
+        th.join()
+    assert out == [tok.encode(d) for d in docs]
+    assert during > 0

@@ -1,8 +1,10 @@
-//! Batch work on a rayon pool whose results the calling thread consumes while the pool is still
-//! working: the Python lists of `encode_batch` are built (under the GIL, on the calling thread)
-//! for the documents already encoded while the pool's threads encode the rest, instead of all
-//! of them after the pool has finished (5–15% of the one-thread time, added to the wall time of
-//! every batch).
+//! Batch work shared by the calling thread and a rayon pool, whose results the calling thread
+//! consumes while the work goes on: the Python lists of `encode_batch` are built (under the
+//! GIL, on the calling thread) for the documents already encoded while the rest are encoded,
+//! instead of all of them after the pool has finished (5–15% of the one-thread time, added to
+//! the wall time of every batch). The calling thread encodes too, between its conversions, so
+//! the batch runs on as many threads as it asked for (a third thread on two cores would take
+//! turns with the encoding threads, at the cost of their caches).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -58,17 +60,19 @@ impl<R> Drop for Exit<'_, R> {
     }
 }
 
-/// `work(i, buf)` for every item `i` of `sizes` on all threads of `pool`, largest items first
-/// (`sizes[i]`: about its input bytes; `buf`: the worker's own buffer), while the calling thread
-/// — which must hold the GIL and not be one of the pool's threads — passes each result to
-/// `take(i, result)` as soon as a worker hands it over (in no particular order; each index
-/// once). The calling thread waits with the GIL released. After the first error of `take` no
-/// new items are started, later results are dropped and that error is returned once the
-/// workers are done. A panic in `work` is raised again on the calling thread after every
-/// worker has stopped.
+/// `work(i, buf)` for every item `i` of `sizes`, largest items first (`sizes[i]`: about its
+/// input bytes; `buf`: the worker's own buffer), on the calling thread and every thread of
+/// `helpers` (so `helpers` has one thread fewer than the work should use: no thread waits for
+/// a core while another converts), and `take(i, result)` on the calling thread for each result
+/// (in no particular order; each index once): the calling thread — which must hold the GIL and
+/// not be one of the helpers — takes the results the helpers handed over before it encodes its
+/// next group of items (with the GIL released), and waits for the helpers' last ones at the
+/// end (GIL released too). After the first error of `take` no new items are started, later
+/// results are dropped and that error is returned once the helpers are done. A panic in
+/// `work` is raised again on the calling thread after every helper has stopped.
 pub(crate) fn stream_map<R: Send>(
     py: Python<'_>,
-    pool: &rayon::ThreadPool,
+    helpers: &rayon::ThreadPool,
     sizes: &[usize],
     work: impl Fn(usize, &mut Vec<u8>) -> R + Sync,
     mut take: impl FnMut(usize, R) -> PyResult<()>,
@@ -77,29 +81,58 @@ pub(crate) fn stream_map<R: Send>(
     order.sort_by(|&a, &b| sizes[b].cmp(&sizes[a]));
     let next = AtomicUsize::new(0);
     let shared = Shared {
-        done: Mutex::new(Done { items: Vec::new(), running: pool.current_num_threads(), waiting: false }),
+        done: Mutex::new(Done { items: Vec::new(), running: helpers.current_num_threads(), waiting: false }),
         cv: Condvar::new(),
         stop: AtomicBool::new(false),
     };
-    pool.in_place_scope(|s| {
+    // Items up to HANDOVER_BYTES from the shared order (at least one while any is left).
+    let run_group = |buf: &mut Vec<u8>, mine: &mut Vec<(usize, R)>| {
+        let mut pending = 0usize;
+        while pending < HANDOVER_BYTES && !shared.stop.load(Ordering::Relaxed) {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some(&i) = order.get(k) else { return false };
+            mine.push((i, work(i, buf)));
+            pending += sizes[i];
+        }
+        !shared.stop.load(Ordering::Relaxed)
+    };
+    helpers.in_place_scope(|s| {
         s.spawn_broadcast(|_, _| {
             let _exit = Exit(&shared);
             let mut buf = Vec::new();
             let mut mine = Vec::new();
-            let mut pending = 0usize;
-            while !shared.stop.load(Ordering::Relaxed) {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&i) = order.get(k) else { break };
-                mine.push((i, work(i, &mut buf)));
-                pending += sizes[i];
-                if pending >= HANDOVER_BYTES {
-                    shared.hand_over(&mut mine);
-                    pending = 0;
-                }
+            while run_group(&mut buf, &mut mine) {
+                shared.hand_over(&mut mine);
             }
             shared.hand_over(&mut mine);
         });
         let mut result = Ok(());
+        let mut consume = |batch: Vec<(usize, R)>, result: &mut PyResult<()>| {
+            for (i, r) in batch {
+                if result.is_ok() {
+                    if let Err(e) = take(i, r) {
+                        shared.stop.store(true, Ordering::Relaxed);
+                        *result = Err(e);
+                    }
+                }
+            }
+        };
+        // The calling thread's share of the work, the helpers' results taken in between.
+        let mut buf = Vec::new();
+        let mut more = true;
+        while more {
+            let theirs = std::mem::take(&mut shared.lock().items);
+            consume(theirs, &mut result);
+            let (mine, go) = py.detach(|| {
+                let mut mine = Vec::new();
+                let go = run_group(&mut buf, &mut mine);
+                (mine, go)
+            });
+            more = go && !mine.is_empty();
+            consume(mine, &mut result);
+        }
+        drop(buf);
+        // The helpers' last results.
         loop {
             let (batch, last) = {
                 let mut g = shared.lock();
@@ -119,14 +152,7 @@ pub(crate) fn stream_map<R: Send>(
                     (std::mem::take(&mut g.items), last)
                 }
             };
-            for (i, r) in batch {
-                if result.is_ok() {
-                    if let Err(e) = take(i, r) {
-                        shared.stop.store(true, Ordering::Relaxed);
-                        result = Err(e);
-                    }
-                }
-            }
+            consume(batch, &mut result);
             if last {
                 break;
             }

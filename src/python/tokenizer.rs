@@ -7,7 +7,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyList, PyString};
 use super::ints::IdInts;
 use super::text::{str_data, surrogate_error, StrData};
 use super::options::PyOptions;
-use super::util::{guarded, in_pool, pool_for, read_id, read_ids, to_py, unknown_id};
+use super::util::{batch_helpers, guarded, in_pool, read_id, read_ids, to_py, unknown_id};
 use crate::tokenizer::{map_texts, OffsetUnit, SpecialMatcher, Tokenizer};
 use crate::Options;
 
@@ -121,38 +121,38 @@ impl PyCoreTokenizer {
         num_threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
         let m = allowed.map(|a| &a.get().inner);
-        let pool = pool_for(num_threads)?;
-        if pool.current_num_threads() > 1 && texts.len() > 1 {
+        if let Some(helpers) = batch_helpers(num_threads, texts.len())? {
             let sizes: Vec<usize> = texts.iter().map(|t| t.as_ref().len()).collect();
             let tok = &self.inner;
-            return self.lists_streamed(py, &pool, &sizes, |k, _, scratch| {
+            return self.lists_streamed(py, &helpers, &sizes, |k, _, scratch| {
                 Ok(tok.encode_with_scratch(texts[k].as_ref(), m, scratch))
             });
         }
-        let all = py.detach(|| guarded(|| pool.install(|| self.inner.encode_batch(texts, m))))?;
+        let all = py.detach(|| guarded(|| in_pool(num_threads, || self.inner.encode_batch(texts, m))))??;
         self.ints.lists(py, &all)
     }
 
-    /// The list of id lists of a batch encoded on `pool` (`encode(k, buf, scratch)`: the ids of
-    /// item k), see `streamed`.
+    /// The list of id lists of a batch (`encode(k, buf, scratch)`: the ids of item k), see
+    /// `streamed`.
     fn lists_streamed<'py>(
         &self,
         py: Python<'py>,
-        pool: &rayon::ThreadPool,
+        helpers: &rayon::ThreadPool,
         sizes: &[usize],
         encode: impl Fn(usize, &mut Vec<u8>, &mut crate::Scratch) -> Result<Vec<u32>, ()> + Sync,
     ) -> PyResult<Bound<'py, PyList>> {
-        self.streamed(py, pool, sizes, encode, |ids| Ok(self.ints.list(py, &ids)?.into_any()))
+        self.streamed(py, helpers, sizes, encode, |ids| Ok(self.ints.list(py, &ids)?.into_any()))
     }
 
-    /// The list of `make(encode(k, ..))` for every item k of a batch: `encode` runs on `pool`,
-    /// `make` (the Python object of one item's result) on the calling thread as soon as the
-    /// pool has encoded that item (see `stream::stream_map`). `Err` from `encode`: a text that
-    /// is no valid Unicode; the first failing item in index order is the error.
+    /// The list of `make(encode(k, ..))` for every item k of a batch: `encode` runs on the
+    /// calling thread and the threads of `helpers`, `make` (the Python object of one item's
+    /// result) on the calling thread soon after the item is encoded (see
+    /// `stream::stream_map`). `Err` from `encode`: a text that is no valid Unicode; the first
+    /// failing item in index order is the error.
     fn streamed<'py, R: Send>(
         &self,
         py: Python<'py>,
-        pool: &rayon::ThreadPool,
+        helpers: &rayon::ThreadPool,
         sizes: &[usize],
         encode: impl Fn(usize, &mut Vec<u8>, &mut crate::Scratch) -> Result<R, ()> + Sync,
         make: impl Fn(R) -> PyResult<Bound<'py, PyAny>>,
@@ -173,7 +173,7 @@ impl PyCoreTokenizer {
         let mut set = 0usize;
         let work = |k: usize, buf: &mut Vec<u8>| crate::mce::with_thread_scratch(|scratch| encode(k, buf, scratch));
         guarded(|| {
-            super::stream::stream_map(py, pool, sizes, work, |k, r| {
+            super::stream::stream_map(py, helpers, sizes, work, |k, r| {
                 match r {
                     Ok(r) if bad.is_none() => {
                         let list = make(r)?;
@@ -382,13 +382,12 @@ impl PyCoreTokenizer {
         allowed: Option<&Bound<'_, PySpecialMatcher>>,
         num_threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let pool = pool_for(num_threads)?;
-        if pool.current_num_threads() > 1 && texts.len() > 1 {
+        if let Some(helpers) = batch_helpers(num_threads, texts.len())? {
             let m = allowed.map(|a| &a.get().inner);
             let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
             let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
             let tok = &self.inner;
-            return self.lists_streamed(py, &pool, &sizes, |k, buf, scratch| {
+            return self.lists_streamed(py, &helpers, &sizes, |k, buf, scratch| {
                 let bytes = match datas[k].utf8(buf)? {
                     Some(b) => b,
                     None => &buf[..],
@@ -531,8 +530,7 @@ impl PyCoreTokenizer {
         num_threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
         let m = allowed.map(|a| &a.get().inner);
-        let pool = pool_for(num_threads)?;
-        if pool.current_num_threads() > 1 && texts.len() > 1 {
+        if let Some(helpers) = batch_helpers(num_threads, texts.len())? {
             let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
             let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
             let tok = &self.inner;
@@ -543,7 +541,7 @@ impl PyCoreTokenizer {
                 };
                 Ok(tok.encode_with_offsets_scratch(bytes, m, OffsetUnit::Char, scratch))
             };
-            return self.streamed(py, &pool, &sizes, encode, |r| super::offsets::pair(py, &self.ints, &r));
+            return self.streamed(py, &helpers, &sizes, encode, |r| super::offsets::pair(py, &self.ints, &r));
         }
         let all = self.map_strs(py, &texts, num_threads, |tok, bytes, scratch| {
             tok.encode_with_offsets_scratch(bytes, m, OffsetUnit::Char, scratch)
@@ -562,14 +560,13 @@ impl PyCoreTokenizer {
     ) -> PyResult<Bound<'py, PyList>> {
         let data: Vec<&[u8]> = items.iter().map(|b| b.as_bytes()).collect();
         let m = allowed.map(|a| &a.get().inner);
-        let pool = pool_for(num_threads)?;
-        if pool.current_num_threads() > 1 && data.len() > 1 {
+        if let Some(helpers) = batch_helpers(num_threads, data.len())? {
             let sizes: Vec<usize> = data.iter().map(|d| d.len()).collect();
             let tok = &self.inner;
             let encode = |k: usize, _: &mut Vec<u8>, scratch: &mut crate::Scratch| {
                 Ok(tok.encode_with_offsets_scratch(data[k], m, OffsetUnit::Byte, scratch))
             };
-            return self.streamed(py, &pool, &sizes, encode, |r| super::offsets::pair(py, &self.ints, &r));
+            return self.streamed(py, &helpers, &sizes, encode, |r| super::offsets::pair(py, &self.ints, &r));
         }
         let all = py.detach(|| {
             guarded(|| in_pool(num_threads, || self.inner.encode_batch_with_offsets(&data, m, OffsetUnit::Byte)))

@@ -161,13 +161,19 @@ pub(crate) fn in_pool<R: Send>(num_threads: Option<usize>, f: impl FnOnce() -> R
     }
 }
 
-/// The pool `in_pool(num_threads, ..)` runs on.
-pub(crate) fn pool_for(num_threads: Option<usize>) -> PyResult<std::sync::Arc<rayon::ThreadPool>> {
-    match num_threads {
-        None | Some(0) => DEFAULT_POOL.get(),
-        Some(n) if n.min(max_threads()) == default_threads() => DEFAULT_POOL.get(),
-        Some(n) => sized_pool(n.min(max_threads())),
+/// For a batch of `items` on `num_threads` threads (as `in_pool` counts them): the pool of the
+/// threads other than the calling one, which works too (see `stream::stream_map`); None when
+/// the batch runs on one thread (or holds at most one item).
+pub(crate) fn batch_helpers(num_threads: Option<usize>, items: usize) -> PyResult<Option<std::sync::Arc<rayon::ThreadPool>>> {
+    let threads = match num_threads {
+        None | Some(0) => default_threads(),
+        Some(n) => n.min(max_threads()),
+    };
+    if threads < 2 || items < 2 {
+        return Ok(None);
     }
+    let helpers = threads - 1;
+    Ok(Some(if helpers == default_threads() { DEFAULT_POOL.get()? } else { sized_pool(helpers)? }))
 }
 
 /// Threads of the default pool: one per CPU, at most `max_threads()`.
