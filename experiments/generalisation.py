@@ -36,8 +36,11 @@ NAME = "generalisation"
 OUT = C.OUT / "gen"
 CONFIGS = {"before": {"raw_vocab_size": 5_000_000, "selection": "paper"}, "default": {},
            "after": {"selection": "refined"}}
+# measured beside *after* (issue 13, session 4): the script shares of src/refine.rs step 4
+EXTRA_CONFIGS = {"scripts": {"selection": "refined-scripts"}}
 RUNS = [("mix", "32k"), ("mix", "128k"), ("mix", "250k"), ("en", "32k")]
-ALL_CONFIGS = dict(CONFIGS)
+ALL_CONFIGS = dict(CONFIGS, **EXTRA_CONFIGS)
+CONFIGS = dict(ALL_CONFIGS)
 # the same rule computed by experiments/selection.py from the same counts (used for a config that
 # this run does not train)
 SELECTION_EQUIV = {"before": "paper", "default": "m10x"}
@@ -129,7 +132,15 @@ def run(args: Any) -> Dict[str, Any]:
         except (OSError, ValueError):
             bpe = X.hf_bpe(corpus, P.train_paths(cats_of(corpus)), X.SIZES[size])
             r["eval"]["bpe"] = X.evaluate_sets(bpe, cats=cats_of(corpus))
+        o = old_runs.get(key, {})
         for config in ALL_CONFIGS:
+            if config not in CONFIGS and config not in SELECTION_EQUIV:
+                # not trained by this run: the earlier run's result, when there is one
+                if config in o.get("eval", {}):
+                    r["eval"][config] = o["eval"][config]
+                    if config in o.get("train", {}):
+                        r["train"][config] = o["train"][config]
+                continue
             if config not in CONFIGS:
                 v = json.loads((var / f"{SELECTION_EQUIV[config]}-{size}.json").read_text())
                 r["eval"][config] = v["eval"]
@@ -140,7 +151,6 @@ def run(args: Any) -> Dict[str, Any]:
             tok = cnfmce.Tokenizer.load(str(OUT / f"{corpus}-{size}-{config}.run.cnfmce.json.gz"))
             r["eval"][config] = X.evaluate_sets(tok, cats=cats_of(corpus))
         # the *after* of the previous core (src/ tree) this run replaces, kept for the comparison
-        o = old_runs.get(key, {})
         o_core = o.get("train", {}).get("after", {}).get("params", {}).get("core")
         if "after" in CONFIGS and o_core and o_core != core and "after" in o.get("eval", {}):
             r["previous_after"] = {"core": o_core, "eval": o["eval"]["after"], "train": o["train"]["after"]}
@@ -152,7 +162,7 @@ def run(args: Any) -> Dict[str, Any]:
             for cat in cats_of(corpus):
                 b = r["eval"]["bpe"][kind][cat]["cpt"]
                 line.append(f"{cat} " + ">".join(f"{r['eval'][c][kind][cat]['cpt'] / b - 1:+.1%}"
-                                                 for c in CONFIGS))
+                                                 for c in CONFIGS if c in r["eval"]))
             line.append("|")
         print(f"[gen] {key}: " + " ".join(line), flush=True)
     res["train_chars"] = {c: P.materialize()["stats"][c]["train"]["lang_chars"] for c in C.CATEGORIES}
@@ -184,6 +194,7 @@ def render(res: Dict[str, Any], md: Path) -> None:
     for key, r in res["runs"].items():
         corpus, size = key.split("-")
         cats = cats_of(corpus)
+        cfgs = [c for c in res["configs"] if c in r["eval"]]
         tg = TARGETS[corpus][size]
         L += [f"## {'mix of all training text' if corpus == 'mix' else 'English alone (en/train)'}, {size}", ""]
         rows = []
