@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -77,6 +76,8 @@ def worker(corpus: str, size: str, config: str, out: str) -> None:
             "refining": md.get("refining"), "raw_vocabulary": md.get("raw_vocabulary"),
             "covered_characters": md.get("covered_characters"), "selection": md.get("selection"),
             "raw_vocab_size": md.get("counting", {}).get("raw_vocab_size")}
+    if md.get("selection") == "refined-scripts":
+        info["script_share_exponent"] = cnfmce._core.SCRIPT_SHARE_EXPONENT
     Path(out + ".json").write_text(json.dumps(info))
 
 
@@ -84,23 +85,12 @@ def trained(corpus: str, size: str, config: str) -> Dict[str, Any]:
     import cnfmce
     OUT.mkdir(parents=True, exist_ok=True)
     base = OUT / f"{corpus}-{size}-{config}"
-    meta_p = base.with_suffix(".json")
     params = {"config": CONFIGS[config], "cnfmce": cnfmce.__version__, "core": C._cmd(["git", "rev-parse", "HEAD:src"])}
-    try:
-        m = json.loads(meta_p.read_text())
-        if m.get("params") == params:
-            return m
-    except (OSError, ValueError):
-        pass
+    m = C.cached_training(base, params)
+    if m is not None:
+        return m
     print(f"[gen] training {corpus} {size} {config} ...", flush=True)
-    proc = subprocess.Popen([sys.executable, __file__, "--worker", corpus, size, config, str(base) + ".run"])
-    _, status, ru = os.wait4(proc.pid, 0)
-    if status != 0:
-        raise RuntimeError(f"training {corpus} {size} {config} failed ({status})")
-    info = json.loads(Path(str(base) + ".run.json").read_text())
-    info["peak_rss"] = ru.ru_maxrss * 1024
-    info["params"] = params
-    meta_p.write_text(json.dumps(info))
+    info = C.run_training(__file__, [corpus, size, config], base, params, f"{corpus} {size} {config}")
     print(f"[gen] {corpus} {size} {config}: {info['seconds']}s, peak {info['peak_rss'] / 1e9:.2f} GB", flush=True)
     return info
 
@@ -156,6 +146,12 @@ def run(args: Any) -> Dict[str, Any]:
             r["previous_after"] = {"core": o_core, "eval": o["eval"]["after"], "train": o["train"]["after"]}
         elif o.get("previous_after"):
             r["previous_after"] = o["previous_after"]
+        # every earlier core's *scripts* (one exponent each), kept for the comparison
+        r["scripts_trials"] = list(o.get("scripts_trials", []))
+        o_s = o.get("train", {}).get("scripts", {})
+        if "scripts" in CONFIGS and o_s.get("params", {}).get("core") not in (None, core) and "scripts" in o.get("eval", {}):
+            r["scripts_trials"].append({"core": o_s["params"]["core"], "exponent": o_s.get("script_share_exponent"),
+                                        "eval": o["eval"]["scripts"], "train": o_s})
         res["runs"][key] = r
         line = []
         for kind in ("indomain", "heldout"):

@@ -107,7 +107,7 @@ pub const CHAR_COVERAGE_SHARE: f64 = 1.0 / 16.0;
 
 /// The exponent of the script normalisation of [`SelectionRule::RefinedScripts`] (module
 /// documentation, step 4).
-pub const SCRIPT_SHARE_EXPONENT: f64 = 0.5;
+pub const SCRIPT_SHARE_EXPONENT: f64 = 0.25;
 
 /// The script of a token (module documentation, step 4): the one script of its characters that
 /// are neither Common nor Inherited; `None` without such a character, with two scripts, or for
@@ -305,8 +305,43 @@ mod tests {
     fn names() {
         assert_eq!(SelectionRule::parse("paper").unwrap(), SelectionRule::Paper);
         assert_eq!(SelectionRule::parse("refined").unwrap().name(), "refined");
+        assert_eq!(SelectionRule::parse("refined-scripts").unwrap(), SelectionRule::RefinedScripts);
+        assert_eq!(SelectionRule::RefinedScripts.name(), "refined-scripts");
+        assert!(SelectionRule::RefinedScripts.refines() && !SelectionRule::Paper.refines());
         assert!(SelectionRule::parse("Paper").is_err());
         assert_eq!(SelectionRule::default(), SelectionRule::Paper);
+    }
+
+    #[test]
+    fn scripts_and_weights() {
+        assert_eq!(token_script(b" the"), Some(Script::Latin));
+        assert_eq!(token_script("中文，".as_bytes()), Some(Script::Han));
+        assert_eq!(token_script("\u{3b1}\u{301}".as_bytes()), Some(Script::Greek)); // Inherited mark
+        assert_eq!(token_script(b"  12"), None);
+        assert_eq!(token_script("aα".as_bytes()), None);
+        assert_eq!(token_script(&[0xe4, 0xb8]), None);
+        // Latin tokens used 400 times in all, Greek 100, Han 0 (unused): Greek x (400/100)^e
+        let enc = encoder(&["ab", "cd", "αβ", "γ", "中", "  "]);
+        let mut usage = vec![0u64; enc.vocab().len()];
+        usage[0] = 300;
+        usage[1] = 100;
+        usage[2] = 60;
+        usage[3] = 40;
+        usage[5] = 7;
+        let w = script_weights(enc.vocab(), &usage);
+        let g = 4f64.powf(SCRIPT_SHARE_EXPONENT);
+        assert_eq!(&w[..6], &[1.0, 1.0, g, g, 1.0, 1.0]);
+        let b = enc.vocab().iter().find(|(_, t)| t == b"b").unwrap().0 as usize;
+        assert_eq!(w[b], 1.0); // a Latin byte: weight 1 like its script
+        // weighted scores: g times the plain ones for the Greek tokens, the same for the Latin ones
+        let sc = saved_scores(&enc, &usage, 10, Some(&w));
+        let plain = saved_scores(&enc, &usage, 10, None);
+        assert_eq!(sc[2], (plain[2] as f64 * g).round() as u64);
+        assert_eq!(sc[0], plain[0]);
+        assert_eq!(sc[3], (plain[3] as f64 * g).round() as u64);
+        assert!(sc[2] > plain[2]);
+        assert_eq!(scaled(5, 1.5), 8);
+        assert_eq!(scaled(u64::MAX, 1.0), u64::MAX);
     }
 
     #[test]
