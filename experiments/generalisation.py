@@ -182,7 +182,9 @@ def render(res: Dict[str, Any], md: Path) -> None:
           "selection=\"paper\"`, the state when issue 13 was filed); *default* = "
           "`cnfmce.train(paths, vocab_size=k)` (the paper's selection, SPEC section 4, with raw_vocab_size = "
           f"{res['defaults']['raw_vocab_per_token']} x vocab_size); *after* = the chosen setting, "
-          "`selection=\"refined\"` with the default raw_vocab_size. Gains are in characters per token over "
+          "`selection=\"refined\"` with the default raw_vocab_size; *scripts* = `selection=\"refined-scripts\"` "
+          "(refined with each script's tokens saved weighted by (usage of the largest script / usage of "
+          "the script) ^ `SCRIPT_SHARE_EXPONENT`, src/refine.rs step 4), measured beside it. Gains are in characters per token over "
           "the same-data byte-level BPE (HF `tokenizers`, GPT-4 split) of the same size; **bold** where the "
           "issue's target is missed by *after*.", "",
           f"Machine load (1/5/15-min averages) before the runs: {', '.join(f'{x:.1f}' for x in res['load_before'])}; "
@@ -220,6 +222,18 @@ def render(res: Dict[str, Any], md: Path) -> None:
             L += [f"*after, previous core*: the same command with the core of src/ tree `{prev['core'][:10]}` "
                   f"({prev['train'].get('covered_characters') or 0:,} covered characters, only those inside the raw "
                   "vocabulary's cut), replaced by this run's.", ""]
+        trials = r.get("scripts_trials") or []
+        if trials:
+            b = r["eval"]["bpe"]
+            cur = r["train"].get("scripts", {}).get("script_share_exponent")
+            rows = []
+            for t in trials + ([{"exponent": cur, "eval": r["eval"]["scripts"], "core": "this run"}] if "scripts" in r["eval"] else []):
+                rows.append([f"{t['exponent']}", t["core"][:10]]
+                            + [C.pct(_g(t["eval"][k][c]["cpt"], b[k][c]["cpt"]), sign=True)
+                               for k in ("indomain", "heldout") for c in cats])
+            L += ["*scripts* with each exponent tried (gain over the BPE; core = src/ tree of the build):", "",
+                  C.md_table(["exponent", "core"] + [f"{'in' if k == 'indomain' else 'held'} {c}"
+                                                     for k in ("indomain", "heldout") for c in cats], rows), ""]
         trn = r["train"]
         if r.get("from_selection"):
             L += ["Not trained by this run, from the same rule computed by `experiments/selection.py` "
