@@ -509,6 +509,27 @@ def test_deeply_nested_files(tmp_path):
         cnfmce.count([tmp_path / "c.jsonl"], progress=False)
 
 
+
+def test_every_json_loader_reports_the_same_three_failures(tmp_path):
+    """Tokenizer files, counts headers and JSON-lines corpora share one JSON check: bad UTF-8,
+    deep nesting and malformed JSON each raise the loader's own error type naming the place."""
+    from cnfmce.errors import load_json
+    for bad, needle in ((b'{"a": "\xff"}', "JSON is not valid UTF-8"), (b"[" * DEEP + b"]" * DEEP, "JSON nested too deeply"),
+                        (b'{"a": ', "malformed JSON (Expecting value")):
+        for error in (TokenizerFileError, CorpusError):
+            with pytest.raises(error, match=re.escape("f.json:7: " + needle)):
+                load_json(bad, "f.json:7", error)
+    assert load_json(b'{"a": [1]}', "f", CorpusError) == {"a": [1]}
+    (tmp_path / "v.json").write_bytes(b'{"format": "cnfmce", "tokens": ')
+    with pytest.raises(TokenizerFileError, match=r"v\.json: malformed JSON"):
+        T.load(tmp_path / "v.json")
+    (tmp_path / "c.tsv").write_bytes(b"# cnfmce counts v1\n# {\"a\": \xff}\nYWI=\t3\n")
+    with pytest.raises(TokenizerFileError, match=r"c\.tsv:2: "):
+        cnfmce.load_counts(tmp_path / "c.tsv")
+    (tmp_path / "c.jsonl").write_bytes(b'{"text": "ok"}\n{"text": "\xff"}\n')
+    with pytest.raises(CorpusError, match=r"c\.jsonl:2: JSON is not valid UTF-8"):
+        cnfmce.count([tmp_path / "c.jsonl"], progress=False)
+
 HUGE = [10**400, -10**400, 2**1024, -(2**1024)]
 
 

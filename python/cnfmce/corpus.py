@@ -42,14 +42,13 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import os
 import zlib
 from pathlib import Path
 from typing import (IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple,
                     Union)
 
-from .errors import CorpusError
+from .errors import CorpusError, load_json
 
 __all__ = ["PathLike", "Inputs", "CORPUS_EXTENSIONS", "Documents", "corpus_kind", "classify_inputs",
            "check_corpus_file", "is_path_list", "iter_documents", "iter_file", "iter_jsonl_records",
@@ -358,14 +357,7 @@ def iter_jsonl_stream(fh: IO[bytes], name: str, field: str = "text", progress: P
 def parse_jsonl_line(line: bytes, name: str, lineno: int, field: str = "text") -> Dict[str, Any]:
     """The JSON object of one (non-blank) line of a JSON-lines file, checked to hold a
     ``field`` string; :class:`CorpusError` naming ``name`` and ``lineno`` otherwise."""
-    try:
-        obj = json.loads(line)
-    except UnicodeDecodeError:
-        raise CorpusError(f"{name}:{lineno}: not valid UTF-8") from None
-    except RecursionError:
-        raise CorpusError(f"{name}:{lineno}: JSON nested too deeply") from None
-    except ValueError as e:
-        raise CorpusError(f"{name}:{lineno}: malformed JSON ({e})") from None
+    obj = load_json(line, f"{name}:{lineno}", CorpusError)
     if not isinstance(obj, dict) or field not in obj:
         raise CorpusError(f"{name}:{lineno}: expected a JSON object with a \"{field}\" field")
     if not isinstance(obj[field], str):

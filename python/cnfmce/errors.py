@@ -6,6 +6,9 @@ against ``ValueError``/``KeyError``/``OSError`` keeps working.
 
 from __future__ import annotations
 
+import json
+from typing import Any, Type, Union
+
 __all__ = ["CnfmceError", "UnknownIdError", "TokenizerFileError", "CorpusError"]
 
 
@@ -32,3 +35,16 @@ class CorpusError(CnfmceError, ValueError, OSError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "bad corpus input"
+
+
+def load_json(data: Union[bytes, str], where: str, error: Type[CnfmceError], what: str = "JSON") -> Any:
+    """``json.loads(data)``, every way it can fail raised as ``error`` naming ``where`` (a file, or
+    ``file:line``): not UTF-8, nested too deeply, or malformed (with the decoder's own message)."""
+    try:
+        return json.loads(data)
+    except UnicodeDecodeError:
+        raise error(f"{where}: {what} is not valid UTF-8") from None
+    except RecursionError:
+        raise error(f"{where}: {what} nested too deeply") from None
+    except ValueError as e:
+        raise error(f"{where}: malformed {what} ({e})") from None

@@ -47,7 +47,7 @@ import re
 import zlib
 from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
-from .errors import TokenizerFileError
+from .errors import TokenizerFileError, load_json
 
 __all__ = [
     "FORMAT_NAME", "FORMAT_VERSION", "PACK_ABOVE", "PackedTokens", "read_bytes", "write_bytes_atomic", "parse_tiktoken",
@@ -132,17 +132,6 @@ def write_bytes_atomic(path: "os.PathLike[str] | str", data: bytes) -> None:
         except OSError:
             pass
         raise
-
-
-def _load_json(data: bytes, p: str) -> Any:
-    try:
-        return json.loads(data)
-    except UnicodeDecodeError:
-        raise TokenizerFileError(f"{p}: not UTF-8 JSON") from None
-    except RecursionError:
-        raise TokenizerFileError(f"{p}: JSON nested too deeply") from None
-    except ValueError as e:
-        raise TokenizerFileError(f"{p}: truncated or malformed JSON ({e})") from None
 
 
 def _json_type(v: Any) -> str:
@@ -230,12 +219,7 @@ def parse_counts(path: "os.PathLike[str] | str") -> Tuple[Dict[str, Any], Dict[b
     second, _, body = rest.partition(b"\n")
     first_line = 3
     if second.startswith(b"#"):
-        try:
-            info = json.loads(second[1:].strip() or b"{}")
-        except RecursionError:
-            raise TokenizerFileError(f"{p}:2: JSON header nested too deeply") from None
-        except ValueError:
-            raise TokenizerFileError(f"{p}:2: malformed JSON header") from None
+        info = load_json(second[1:].strip() or b"{}", f"{p}:2", TokenizerFileError, "JSON header")
     else:
         body, first_line = rest, 2
     out: Dict[bytes, int] = {}
@@ -271,7 +255,7 @@ def parse_hf(path: "os.PathLike[str] | str") -> Tuple[List[int], List[bytes], Di
     byte alphabet); ``added_tokens`` marked special become special tokens, other added tokens
     become regular tokens. Returns (ids, tokens, special_tokens)."""
     p = os.fspath(path)
-    doc = _load_json(read_bytes(p), p)
+    doc = load_json(read_bytes(p), p, TokenizerFileError)
     if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
         raise TokenizerFileError(f"{p}: not a Hugging Face tokenizer.json (no \"model\")")
     model = doc["model"]
@@ -384,7 +368,7 @@ def parse_native(path: "os.PathLike[str] | str"
 def parse_native_bytes(data: bytes, p: str = "<bytes>"
                        ) -> Tuple[Optional[List[int]], Any, Dict[str, int], Dict[str, Any], Dict[str, Any]]:
     """``parse_native`` on the file's (uncompressed) contents; ``p`` names it in errors."""
-    doc = _load_json(data, p)
+    doc = load_json(data, p, TokenizerFileError)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
         raise TokenizerFileError(f"{p}: not a cnfmce tokenizer file (use Tokenizer.from_tiktoken "
                                  "or Tokenizer.from_hf for other formats)")
