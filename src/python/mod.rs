@@ -10,6 +10,7 @@ mod options;
 mod offsets;
 mod reader;
 mod shuffle;
+mod stream;
 mod text;
 mod tokenizer;
 mod trainer;

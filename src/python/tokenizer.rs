@@ -7,7 +7,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyList, PyString};
 use super::ints::IdInts;
 use super::text::{str_data, surrogate_error, StrData};
 use super::options::PyOptions;
-use super::util::{guarded, in_pool, read_id, read_ids, to_py, unknown_id};
+use super::util::{guarded, in_pool, pool_for, read_id, read_ids, to_py, unknown_id};
 use crate::tokenizer::{map_texts, OffsetUnit, SpecialMatcher, Tokenizer};
 use crate::Options;
 
@@ -121,8 +121,66 @@ impl PyCoreTokenizer {
         num_threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
         let m = allowed.map(|a| &a.get().inner);
-        let all = py.detach(|| guarded(|| in_pool(num_threads, || self.inner.encode_batch(texts, m))))??;
+        let pool = pool_for(num_threads)?;
+        if pool.current_num_threads() > 1 && texts.len() > 1 {
+            let sizes: Vec<usize> = texts.iter().map(|t| t.as_ref().len()).collect();
+            let tok = &self.inner;
+            return self.lists_streamed(py, &pool, &sizes, |k, _, scratch| {
+                Ok(tok.encode_with_scratch(texts[k].as_ref(), m, scratch))
+            });
+        }
+        let all = py.detach(|| guarded(|| pool.install(|| self.inner.encode_batch(texts, m))))?;
         self.ints.lists(py, &all)
+    }
+
+    /// The list of id lists of a batch encoded on `pool` (`encode(k, buf, scratch)`: the ids of
+    /// item k, or `Err` for a text that is no valid Unicode), each item's list built on the
+    /// calling thread as soon as the pool has encoded it (see `stream::stream_map`). The first
+    /// failing item in index order is the error.
+    fn lists_streamed<'py>(
+        &self,
+        py: Python<'py>,
+        pool: &rayon::ThreadPool,
+        sizes: &[usize],
+        encode: impl Fn(usize, &mut Vec<u8>, &mut crate::Scratch) -> Result<Vec<u32>, ()> + Sync,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let n = sizes.len() as pyo3::ffi::Py_ssize_t;
+        // SAFETY: PyList_New returns a new list of n NULL slots (or NULL with an exception set);
+        // each slot is set at most once below (stream_map passes every index once) with a new
+        // reference, and the list is returned only when every slot is set (a list with NULL
+        // slots may be freed: its deallocation skips them).
+        let out = unsafe {
+            let list = pyo3::ffi::PyList_New(n);
+            if list.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            Bound::from_owned_ptr(py, list).cast_into_unchecked::<PyList>()
+        };
+        let mut bad: Option<usize> = None;
+        let mut set = 0usize;
+        let work = |k: usize, buf: &mut Vec<u8>| crate::mce::with_thread_scratch(|scratch| encode(k, buf, scratch));
+        guarded(|| {
+            super::stream::stream_map(py, pool, sizes, work, |k, r| {
+                match r {
+                    Ok(ids) if bad.is_none() => {
+                        let list = self.ints.list(py, &ids)?;
+                        // SAFETY: k < n and slot k is still NULL (see above).
+                        unsafe { pyo3::ffi::PyList_SET_ITEM(out.as_ptr(), k as pyo3::ffi::Py_ssize_t, list.into_ptr()) };
+                        set += 1;
+                    }
+                    Ok(_) => {}
+                    Err(()) => bad = Some(bad.map_or(k, |b| b.min(k))),
+                }
+                Ok(())
+            })
+        })??;
+        if let Some(k) = bad {
+            return Err(surrogate_error(Some(k)));
+        }
+        if set != sizes.len() {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err("internal error in cnfmce core: a batch item was not encoded"));
+        }
+        Ok(out)
     }
 }
 
@@ -311,6 +369,20 @@ impl PyCoreTokenizer {
         allowed: Option<&Bound<'_, PySpecialMatcher>>,
         num_threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
+        let pool = pool_for(num_threads)?;
+        if pool.current_num_threads() > 1 && texts.len() > 1 {
+            let m = allowed.map(|a| &a.get().inner);
+            let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
+            let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
+            let tok = &self.inner;
+            return self.lists_streamed(py, &pool, &sizes, |k, buf, scratch| {
+                let bytes = match datas[k].utf8(buf)? {
+                    Some(b) => b,
+                    None => &buf[..],
+                };
+                Ok(tok.encode_with_scratch(bytes, m, scratch))
+            });
+        }
         let (all, _) = self.encode_strs(py, &texts, allowed, num_threads)?;
         self.ints.lists(py, &all)
     }

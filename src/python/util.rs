@@ -161,6 +161,15 @@ pub(crate) fn in_pool<R: Send>(num_threads: Option<usize>, f: impl FnOnce() -> R
     }
 }
 
+/// The pool `in_pool(num_threads, ..)` runs on.
+pub(crate) fn pool_for(num_threads: Option<usize>) -> PyResult<std::sync::Arc<rayon::ThreadPool>> {
+    match num_threads {
+        None | Some(0) => DEFAULT_POOL.get(),
+        Some(n) if n.min(max_threads()) == default_threads() => DEFAULT_POOL.get(),
+        Some(n) => sized_pool(n.min(max_threads())),
+    }
+}
+
 /// Threads of the default pool: one per CPU, at most `max_threads()`.
 fn default_threads() -> usize {
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);

@@ -1,0 +1,102 @@
+"""encode_batch / encode_bytes_batch with more than one thread build each document's id list on
+the calling thread while the pool still encodes the rest (src/python/stream.rs). Randomized
+comparison: the batch equals per-document encode (itself compared with the reference DP), for
+any num_threads, on batches with empty, tiny, huge and non-ASCII (UCS-1/2/4) documents."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import cnfmce
+
+import reference as ref
+
+BYTES = [bytes([b]) for b in range(256)]
+EXTRA = [b"ab", b" the", "中文".encode(), b"hello", b" world", "caf\u00e9".encode(), b"\xe4\xb8", b"<|",
+         "😀".encode(), b"  ", b"\n\n"]
+SPECIALS = {"<|end|>": 300, "<|pad|>": 301}
+ALPHABET = ["a", "b", " ", "the", "hello", " world", "é", "café", "中", "文", "😀", "\n", "  ", "<|end|>", "x"]
+
+
+def make() -> cnfmce.Tokenizer:
+    return cnfmce.Tokenizer.from_tokens(BYTES + EXTRA, special_tokens=SPECIALS)
+
+
+def random_doc(rng: random.Random, n: int) -> str:
+    alpha = rng.choice([ALPHABET[:8], ALPHABET[:10], ALPHABET])  # ASCII/UCS-1, UCS-2, UCS-4 strs
+    return "".join(rng.choice(alpha) for _ in range(n))
+
+
+def random_batch(rng: random.Random) -> list:
+    sizes = [0, 1, 3, 20, 200, 3000]
+    docs = [random_doc(rng, rng.choice(sizes)) for _ in range(rng.randint(2, 80))]
+    if rng.random() < 0.4:
+        docs.insert(rng.randrange(len(docs) + 1), random_doc(rng, rng.choice([40_000, 120_000])))
+    if rng.random() < 0.3:
+        docs.append("")
+    return docs
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_batch_equals_encode_any_threads(seed):
+    tok = make()
+    rng = random.Random(seed)
+    for _ in range(4):
+        docs = random_batch(rng)
+        single = [tok.encode(d) for d in docs]
+        for n in (None, 1, 2, 3, 5):
+            assert tok.encode_batch(docs, num_threads=n) == single, n
+        assert tok.encode_batch(docs, allowed_special="all", num_threads=2) == \
+            [tok.encode(d, allowed_special="all") for d in docs]
+        data = [d.encode("utf-8") for d in docs]
+        assert tok.encode_bytes_batch(data, num_threads=2) == single
+        assert tok.encode_bytes_batch(data, num_threads=4) == single
+
+
+def test_small_docs_match_reference():
+    tok = make()
+    rt = ref.RefTokenizer(BYTES + EXTRA)
+    rng = random.Random(7)
+    docs = [random_doc(rng, rng.choice([0, 1, 5, 30])).replace("<|end|>", "<|") for _ in range(60)]
+    want = [rt.encode(d) for d in docs]
+    assert tok.encode_batch(docs, num_threads=2) == want
+    assert tok.encode_bytes_batch([d.encode("utf-8") for d in docs], num_threads=3) == want
+
+
+def test_many_tiny_docs_and_a_huge_one():
+    """Thousands of documents handed over in groups, one document far larger than the rest."""
+    tok = make()
+    rng = random.Random(3)
+    docs = [random_doc(rng, rng.randint(0, 6)) for _ in range(5000)]
+    docs[1234] = random_doc(rng, 400_000)
+    single = [tok.encode(d) for d in docs]
+    for n in (2, 3):
+        out = tok.encode_batch(docs, num_threads=n)
+        assert out == single
+        assert all(type(x) is list for x in out) and len(out) == len(docs)
+
+
+def test_first_bad_text_in_index_order_is_reported():
+    tok = make()
+    rng = random.Random(11)
+    for _ in range(10):
+        docs = [random_doc(rng, rng.choice([1, 50, 5000])) for _ in range(30)]
+        bad = sorted(rng.sample(range(30), rng.randint(1, 4)))
+        for k in bad:  # a lone surrogate; the bad documents have different sizes (work order)
+            docs[k] = random_doc(rng, rng.choice([0, 10, 20_000])) + "\ud800"
+        for n in (2, 3):
+            with pytest.raises(ValueError, match=rf"^text {bad[0]} is not valid Unicode"):
+                tok.encode_batch(docs, num_threads=n)
+    # the tokenizer is still usable afterwards
+    assert tok.encode_batch(["ab", "the"], num_threads=2) == [tok.encode("ab"), tok.encode("the")]
+
+
+def test_o200k_batch_threads(o200k):
+    rng = random.Random(5)
+    docs = [random_doc(rng, rng.choice([0, 10, 1000, 30_000])) for _ in range(40)]
+    single = [o200k.encode(d) for d in docs]
+    assert o200k.encode_batch(docs) == single
+    assert o200k.encode_batch(docs, num_threads=1) == single
+    assert o200k.encode_batch(docs, num_threads=2) == single
