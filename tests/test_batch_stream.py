@@ -100,3 +100,29 @@ def test_o200k_batch_threads(o200k):
     assert o200k.encode_batch(docs) == single
     assert o200k.encode_batch(docs, num_threads=1) == single
     assert o200k.encode_batch(docs, num_threads=2) == single
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_batch_with_offsets_equals_single(seed):
+    tok = make()
+    rng = random.Random(100 + seed)
+    for _ in range(3):
+        docs = random_batch(rng)
+        single = [tok.encode_with_offsets(d) for d in docs]
+        for n in (None, 1, 2, 3):
+            assert tok.encode_batch_with_offsets(docs, num_threads=n) == single, n
+        data = [d.encode("utf-8") for d in docs]
+        single_b = [tok.encode_bytes_with_offsets(d) for d in data]
+        for n in (1, 2, 4):
+            assert tok.encode_bytes_batch_with_offsets(data, num_threads=n) == single_b, n
+        got = tok.encode_batch_with_offsets(docs, allowed_special="all", num_threads=2)
+        assert got == [tok.encode_with_offsets(d, allowed_special="all") for d in docs]
+        assert all(type(x) is tuple and len(x) == 2 for x in got)
+
+
+def test_batch_with_offsets_bad_text():
+    tok = make()
+    docs = ["ab" * 3000, "x", "caf\u00e9\ud800", "中文" * 100, "\udfff"]
+    for n in (2, 3):
+        with pytest.raises(ValueError, match=r"^text 2 is not valid Unicode"):
+            tok.encode_batch_with_offsets(docs, num_threads=n)

@@ -43,8 +43,17 @@ pub(crate) fn pairs<'py>(
     all: &[(Vec<u32>, Vec<(usize, usize)>)],
 ) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
-    for (ids, offs) in all {
-        out.append((ints.list(py, ids)?, spans(py, ints, offs)?))?;
+    for r in all {
+        out.append(pair(py, ints, r)?)?;
     }
     Ok(out)
+}
+
+/// `(ids, spans)` of one input.
+pub(crate) fn pair<'py>(
+    py: Python<'py>,
+    ints: &IdInts,
+    (ids, offs): &(Vec<u32>, Vec<(usize, usize)>),
+) -> PyResult<Bound<'py, PyAny>> {
+    Ok((ints.list(py, ids)?, spans(py, ints, offs)?).into_pyobject(py)?.into_any())
 }

@@ -134,15 +134,28 @@ impl PyCoreTokenizer {
     }
 
     /// The list of id lists of a batch encoded on `pool` (`encode(k, buf, scratch)`: the ids of
-    /// item k, or `Err` for a text that is no valid Unicode), each item's list built on the
-    /// calling thread as soon as the pool has encoded it (see `stream::stream_map`). The first
-    /// failing item in index order is the error.
+    /// item k), see `streamed`.
     fn lists_streamed<'py>(
         &self,
         py: Python<'py>,
         pool: &rayon::ThreadPool,
         sizes: &[usize],
         encode: impl Fn(usize, &mut Vec<u8>, &mut crate::Scratch) -> Result<Vec<u32>, ()> + Sync,
+    ) -> PyResult<Bound<'py, PyList>> {
+        self.streamed(py, pool, sizes, encode, |ids| Ok(self.ints.list(py, &ids)?.into_any()))
+    }
+
+    /// The list of `make(encode(k, ..))` for every item k of a batch: `encode` runs on `pool`,
+    /// `make` (the Python object of one item's result) on the calling thread as soon as the
+    /// pool has encoded that item (see `stream::stream_map`). `Err` from `encode`: a text that
+    /// is no valid Unicode; the first failing item in index order is the error.
+    fn streamed<'py, R: Send>(
+        &self,
+        py: Python<'py>,
+        pool: &rayon::ThreadPool,
+        sizes: &[usize],
+        encode: impl Fn(usize, &mut Vec<u8>, &mut crate::Scratch) -> Result<R, ()> + Sync,
+        make: impl Fn(R) -> PyResult<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let n = sizes.len() as pyo3::ffi::Py_ssize_t;
         // SAFETY: PyList_New returns a new list of n NULL slots (or NULL with an exception set);
@@ -162,8 +175,8 @@ impl PyCoreTokenizer {
         guarded(|| {
             super::stream::stream_map(py, pool, sizes, work, |k, r| {
                 match r {
-                    Ok(ids) if bad.is_none() => {
-                        let list = self.ints.list(py, &ids)?;
+                    Ok(r) if bad.is_none() => {
+                        let list = make(r)?;
                         // SAFETY: k < n and slot k is still NULL (see above).
                         unsafe { pyo3::ffi::PyList_SET_ITEM(out.as_ptr(), k as pyo3::ffi::Py_ssize_t, list.into_ptr()) };
                         set += 1;
@@ -518,6 +531,20 @@ impl PyCoreTokenizer {
         num_threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
         let m = allowed.map(|a| &a.get().inner);
+        let pool = pool_for(num_threads)?;
+        if pool.current_num_threads() > 1 && texts.len() > 1 {
+            let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
+            let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
+            let tok = &self.inner;
+            let encode = |k: usize, buf: &mut Vec<u8>, scratch: &mut crate::Scratch| {
+                let bytes = match datas[k].utf8(buf)? {
+                    Some(b) => b,
+                    None => &buf[..],
+                };
+                Ok(tok.encode_with_offsets_scratch(bytes, m, OffsetUnit::Char, scratch))
+            };
+            return self.streamed(py, &pool, &sizes, encode, |r| super::offsets::pair(py, &self.ints, &r));
+        }
         let all = self.map_strs(py, &texts, num_threads, |tok, bytes, scratch| {
             tok.encode_with_offsets_scratch(bytes, m, OffsetUnit::Char, scratch)
         })?;
@@ -535,6 +562,15 @@ impl PyCoreTokenizer {
     ) -> PyResult<Bound<'py, PyList>> {
         let data: Vec<&[u8]> = items.iter().map(|b| b.as_bytes()).collect();
         let m = allowed.map(|a| &a.get().inner);
+        let pool = pool_for(num_threads)?;
+        if pool.current_num_threads() > 1 && data.len() > 1 {
+            let sizes: Vec<usize> = data.iter().map(|d| d.len()).collect();
+            let tok = &self.inner;
+            let encode = |k: usize, _: &mut Vec<u8>, scratch: &mut crate::Scratch| {
+                Ok(tok.encode_with_offsets_scratch(data[k], m, OffsetUnit::Byte, scratch))
+            };
+            return self.streamed(py, &pool, &sizes, encode, |r| super::offsets::pair(py, &self.ints, &r));
+        }
         let all = py.detach(|| {
             guarded(|| in_pool(num_threads, || self.inner.encode_batch_with_offsets(&data, m, OffsetUnit::Byte)))
         })??;
