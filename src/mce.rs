@@ -686,6 +686,13 @@ impl Encoder {
                 // dist are masked.
                 if k >= PREFETCH {
                     crate::mem::prefetch(ac.pattern_ptr(unsafe { *outs.get_unchecked(k - PREFETCH) }));
+                    // And the second pattern of the chain of the position half as far ahead
+                    // (its first pattern has arrived by now): the shorter candidates are
+                    // looked up there first (`best_masked`), a load on the program's critical
+                    // path otherwise (a pointer chase into the pattern table). NONE is fine:
+                    // a prefetch of any address is harmless.
+                    let ahead = unsafe { *outs.get_unchecked(k - PREFETCH / 2) };
+                    crate::mem::prefetch(ac.pattern_ptr(ac.pattern(ahead).next));
                 }
                 let first = unsafe { *outs.get_unchecked(k) };
                 units.enter(unsafe { *starts.get_unchecked(i) } != 0, unsafe { *starts.get_unchecked(i + 1) } != 0);
