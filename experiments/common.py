@@ -253,6 +253,34 @@ def _cmd(args: Sequence[str]) -> str:
         return ""
 
 
+def cached_training(base: Path, params: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The record ``<base>.json`` of an earlier :func:`run_training` with the same ``params``."""
+    try:
+        m = json.loads(base.with_suffix(".json").read_text())
+    except (OSError, ValueError):
+        return None
+    return m if m.get("params") == params else None
+
+
+def run_training(script: str, worker_args: Sequence[str], base: Path, params: Dict[str, Any],
+                 label: str) -> Dict[str, Any]:
+    """Runs ``python <script> --worker <worker_args...> <base>.run`` in its own process (one
+    training at a time; ``nice`` is inherited from the caller) and returns the worker's
+    ``<base>.run.json`` with ``peak_rss`` (bytes, from ``wait4``), ``cpu_s`` (user + system
+    seconds of the child), ``params`` and the load averages around the run, also written to
+    ``<base>.json`` (the record :func:`cached_training` reads back)."""
+    load0 = os.getloadavg()
+    proc = subprocess.Popen([sys.executable, script, "--worker", *worker_args, str(base) + ".run"])
+    _, status, ru = os.wait4(proc.pid, 0)
+    if status != 0:
+        raise RuntimeError(f"training {label} failed ({status})")
+    info = json.loads(Path(str(base) + ".run.json").read_text())
+    info.update(peak_rss=ru.ru_maxrss * 1024, cpu_s=round(ru.ru_utime + ru.ru_stime, 1), params=params,
+                load_before=load0, load_after=os.getloadavg())
+    base.with_suffix(".json").write_text(json.dumps(info))
+    return info
+
+
 def machine_info() -> Dict[str, Any]:
     import cnfmce
     cpu = ""

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,8 +35,11 @@ NAME = "generalisation"
 OUT = C.OUT / "gen"
 CONFIGS = {"before": {"raw_vocab_size": 5_000_000, "selection": "paper"}, "default": {},
            "after": {"selection": "refined"}}
+# measured beside *after* (issue 13, session 4): the script shares of src/refine.rs step 4
+EXTRA_CONFIGS = {"scripts": {"selection": "refined-scripts"}}
 RUNS = [("mix", "32k"), ("mix", "128k"), ("mix", "250k"), ("en", "32k")]
-ALL_CONFIGS = dict(CONFIGS)
+ALL_CONFIGS = dict(CONFIGS, **EXTRA_CONFIGS)
+CONFIGS = dict(ALL_CONFIGS)
 # the same rule computed by experiments/selection.py from the same counts (used for a config that
 # this run does not train)
 SELECTION_EQUIV = {"before": "paper", "default": "m10x"}
@@ -74,6 +76,8 @@ def worker(corpus: str, size: str, config: str, out: str) -> None:
             "refining": md.get("refining"), "raw_vocabulary": md.get("raw_vocabulary"),
             "covered_characters": md.get("covered_characters"), "selection": md.get("selection"),
             "raw_vocab_size": md.get("counting", {}).get("raw_vocab_size")}
+    if md.get("selection") == "refined-scripts":
+        info["script_share_exponent"] = cnfmce._core.SCRIPT_SHARE_EXPONENT
     Path(out + ".json").write_text(json.dumps(info))
 
 
@@ -81,23 +85,12 @@ def trained(corpus: str, size: str, config: str) -> Dict[str, Any]:
     import cnfmce
     OUT.mkdir(parents=True, exist_ok=True)
     base = OUT / f"{corpus}-{size}-{config}"
-    meta_p = base.with_suffix(".json")
     params = {"config": CONFIGS[config], "cnfmce": cnfmce.__version__, "core": C._cmd(["git", "rev-parse", "HEAD:src"])}
-    try:
-        m = json.loads(meta_p.read_text())
-        if m.get("params") == params:
-            return m
-    except (OSError, ValueError):
-        pass
+    m = C.cached_training(base, params)
+    if m is not None:
+        return m
     print(f"[gen] training {corpus} {size} {config} ...", flush=True)
-    proc = subprocess.Popen([sys.executable, __file__, "--worker", corpus, size, config, str(base) + ".run"])
-    _, status, ru = os.wait4(proc.pid, 0)
-    if status != 0:
-        raise RuntimeError(f"training {corpus} {size} {config} failed ({status})")
-    info = json.loads(Path(str(base) + ".run.json").read_text())
-    info["peak_rss"] = ru.ru_maxrss * 1024
-    info["params"] = params
-    meta_p.write_text(json.dumps(info))
+    info = C.run_training(__file__, [corpus, size, config], base, params, f"{corpus} {size} {config}")
     print(f"[gen] {corpus} {size} {config}: {info['seconds']}s, peak {info['peak_rss'] / 1e9:.2f} GB", flush=True)
     return info
 
@@ -129,7 +122,15 @@ def run(args: Any) -> Dict[str, Any]:
         except (OSError, ValueError):
             bpe = X.hf_bpe(corpus, P.train_paths(cats_of(corpus)), X.SIZES[size])
             r["eval"]["bpe"] = X.evaluate_sets(bpe, cats=cats_of(corpus))
+        o = old_runs.get(key, {})
         for config in ALL_CONFIGS:
+            if config not in CONFIGS and config not in SELECTION_EQUIV:
+                # not trained by this run: the earlier run's result, when there is one
+                if config in o.get("eval", {}):
+                    r["eval"][config] = o["eval"][config]
+                    if config in o.get("train", {}):
+                        r["train"][config] = o["train"][config]
+                continue
             if config not in CONFIGS:
                 v = json.loads((var / f"{SELECTION_EQUIV[config]}-{size}.json").read_text())
                 r["eval"][config] = v["eval"]
@@ -140,19 +141,24 @@ def run(args: Any) -> Dict[str, Any]:
             tok = cnfmce.Tokenizer.load(str(OUT / f"{corpus}-{size}-{config}.run.cnfmce.json.gz"))
             r["eval"][config] = X.evaluate_sets(tok, cats=cats_of(corpus))
         # the *after* of the previous core (src/ tree) this run replaces, kept for the comparison
-        o = old_runs.get(key, {})
         o_core = o.get("train", {}).get("after", {}).get("params", {}).get("core")
         if "after" in CONFIGS and o_core and o_core != core and "after" in o.get("eval", {}):
             r["previous_after"] = {"core": o_core, "eval": o["eval"]["after"], "train": o["train"]["after"]}
         elif o.get("previous_after"):
             r["previous_after"] = o["previous_after"]
+        # every earlier core's *scripts* (one exponent each), kept for the comparison
+        r["scripts_trials"] = list(o.get("scripts_trials", []))
+        o_s = o.get("train", {}).get("scripts", {})
+        if "scripts" in CONFIGS and o_s.get("params", {}).get("core") not in (None, core) and "scripts" in o.get("eval", {}):
+            r["scripts_trials"].append({"core": o_s["params"]["core"], "exponent": o_s.get("script_share_exponent"),
+                                        "eval": o["eval"]["scripts"], "train": o_s})
         res["runs"][key] = r
         line = []
         for kind in ("indomain", "heldout"):
             for cat in cats_of(corpus):
                 b = r["eval"]["bpe"][kind][cat]["cpt"]
                 line.append(f"{cat} " + ">".join(f"{r['eval'][c][kind][cat]['cpt'] / b - 1:+.1%}"
-                                                 for c in CONFIGS))
+                                                 for c in CONFIGS if c in r["eval"]))
             line.append("|")
         print(f"[gen] {key}: " + " ".join(line), flush=True)
     res["train_chars"] = {c: P.materialize()["stats"][c]["train"]["lang_chars"] for c in C.CATEGORIES}
@@ -176,7 +182,9 @@ def render(res: Dict[str, Any], md: Path) -> None:
           "selection=\"paper\"`, the state when issue 13 was filed); *default* = "
           "`cnfmce.train(paths, vocab_size=k)` (the paper's selection, SPEC section 4, with raw_vocab_size = "
           f"{res['defaults']['raw_vocab_per_token']} x vocab_size); *after* = the chosen setting, "
-          "`selection=\"refined\"` with the default raw_vocab_size. Gains are in characters per token over "
+          "`selection=\"refined\"` with the default raw_vocab_size; *scripts* = `selection=\"refined-scripts\"` "
+          "(refined with each script's tokens saved weighted by (usage of the largest script / usage of "
+          "the script) ^ `SCRIPT_SHARE_EXPONENT`, src/refine.rs step 4), measured beside it. Gains are in characters per token over "
           "the same-data byte-level BPE (HF `tokenizers`, GPT-4 split) of the same size; **bold** where the "
           "issue's target is missed by *after*.", "",
           f"Machine load (1/5/15-min averages) before the runs: {', '.join(f'{x:.1f}' for x in res['load_before'])}; "
@@ -184,6 +192,7 @@ def render(res: Dict[str, Any], md: Path) -> None:
     for key, r in res["runs"].items():
         corpus, size = key.split("-")
         cats = cats_of(corpus)
+        cfgs = [c for c in res["configs"] if c in r["eval"]]
         tg = TARGETS[corpus][size]
         L += [f"## {'mix of all training text' if corpus == 'mix' else 'English alone (en/train)'}, {size}", ""]
         rows = []
@@ -213,6 +222,18 @@ def render(res: Dict[str, Any], md: Path) -> None:
             L += [f"*after, previous core*: the same command with the core of src/ tree `{prev['core'][:10]}` "
                   f"({prev['train'].get('covered_characters') or 0:,} covered characters, only those inside the raw "
                   "vocabulary's cut), replaced by this run's.", ""]
+        trials = r.get("scripts_trials") or []
+        if trials:
+            b = r["eval"]["bpe"]
+            cur = r["train"].get("scripts", {}).get("script_share_exponent")
+            rows = []
+            for t in trials + ([{"exponent": cur, "eval": r["eval"]["scripts"], "core": "this run"}] if "scripts" in r["eval"] else []):
+                rows.append([f"{t['exponent']}", t["core"][:10]]
+                            + [C.pct(_g(t["eval"][k][c]["cpt"], b[k][c]["cpt"]), sign=True)
+                               for k in ("indomain", "heldout") for c in cats])
+            L += ["*scripts* with each exponent tried (gain over the BPE; core = src/ tree of the build):", "",
+                  C.md_table(["exponent", "core"] + [f"{'in' if k == 'indomain' else 'held'} {c}"
+                                                     for k in ("indomain", "heldout") for c in cats], rows), ""]
         trn = r["train"]
         if r.get("from_selection"):
             L += ["Not trained by this run, from the same rule computed by `experiments/selection.py` "

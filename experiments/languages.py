@@ -67,6 +67,20 @@ def vocab_by_script(tokens: List[bytes], script: str) -> Dict[str, int]:
     return dict(out)
 
 
+def script_split(tokens: List[bytes]) -> Dict[str, int]:
+    """Ids of the vocabulary per script (``token_script``): ``none`` for tokens without letters or
+    with letters of two scripts, ``bytes`` for tokens that are not valid UTF-8."""
+    out: Dict[str, int] = collections.Counter()
+    for t in tokens:
+        try:
+            s = t.decode("utf-8")
+        except UnicodeDecodeError:
+            out["bytes"] += 1
+            continue
+        out[token_script(s) or "none"] += 1
+    return dict(out)
+
+
 def docs_of(kind: str, lang: str) -> List[str]:
     out = []
     with gzip.open(P.eval_path("multi", kind), "rt", encoding="utf-8") as f:
@@ -112,7 +126,8 @@ def run(args: Any) -> Dict[str, Any]:
         btoks = [benc.token_bytes(i) for i in range(bpe.get_vocab_size())]
         r: Dict[str, Any] = {"size": size, "config": config, "selection": tok.metadata.get("selection"),
                              "covered_characters": tok.metadata.get("covered_characters"),
-                             "covered_beyond_cut": tok.metadata.get("covered_beyond_cut"), "langs": {}}
+                             "covered_beyond_cut": tok.metadata.get("covered_beyond_cut"), "langs": {},
+                             "scripts": {"cnf": script_split(ctoks), "bpe": script_split(btoks)}}
         for lang in LANGS:
             sc = SCRIPT[lang]
             e: Dict[str, Any] = {"script": sc, "vocab": {"cnf": vocab_by_script(ctoks, sc),
@@ -152,6 +167,22 @@ def render(res: Dict[str, Any], md: Path) -> None:
         summary.append(f"{r['size']}: " + "; ".join(parts))
     L += ["Script tokens of CNF as a share of the BPE's, with the gain in characters per token: "
           + ". ".join(summary) + ".", ""]
+    L += ["## Ids per script", "",
+          "Every vocabulary's ids by the script of their letters (*none*: no letter, or letters of two "
+          "scripts; *bytes*: not valid UTF-8), CNF / the same-data BPE of the same size; the scripts with "
+          "the most BPE ids:", ""]
+    names = list(res["runs"])
+    if names and all("scripts" in res["runs"][n] for n in names):
+        first = res["runs"][names[0]]["scripts"]["bpe"]
+        top = sorted(first, key=lambda k: -first[k])[:14]
+        rows = []
+        for sc in top:
+            row = [sc]
+            for n in names:
+                c, b = res["runs"][n]["scripts"]["cnf"].get(sc, 0), res["runs"][n]["scripts"]["bpe"].get(sc, 0)
+                row.append(f"{c:,} / {b:,} ({C.pct(c / b if b else None, 0)})")
+            rows.append(row)
+        L += [C.md_table(["script"] + [f"{res['runs'][n]['size']} {res['runs'][n]['config']}" for n in names], rows), ""]
     for name, r in res["runs"].items():
         L += [f"## {r['size']}, {r['config']} (selection=\"{r['selection']}\", "
               f"{r['covered_characters'] or 0:,} covered characters"

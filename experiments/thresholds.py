@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -67,12 +66,9 @@ def trained(corpus: str, size: str, t: int) -> Dict[str, Any]:
     meta_p = base.with_suffix(".json")
     params = {"t": t, "selection": SELECTION, "cnfmce": cnfmce.__version__,
               "core": C._cmd(["git", "rev-parse", "HEAD:src"])}
-    try:
-        m = json.loads(meta_p.read_text())
-        if m.get("params") == params:
-            return m
-    except (OSError, ValueError):
-        pass
+    m = C.cached_training(base, params)
+    if m is not None:
+        return m
     gen = C.OUT / "gen" / f"{corpus}-{size}-after"
     if t == PAPER_T and SELECTION == "refined":  # the paper's rounds: generalisation.py's *after* run
         try:
@@ -90,16 +86,8 @@ def trained(corpus: str, size: str, t: int) -> Dict[str, Any]:
         except (OSError, ValueError, KeyError):
             pass
     print(f"[thr] training {corpus} {size} T={t} {SELECTION} ...", flush=True)
-    load0 = os.getloadavg()
-    proc = subprocess.Popen([sys.executable, __file__, "--worker", corpus, size, str(t), SELECTION,
-                             str(base) + ".run"])
-    _, status, ru = os.wait4(proc.pid, 0)
-    if status != 0:
-        raise RuntimeError(f"training {corpus} {size} T={t} failed ({status})")
-    info = json.loads(Path(str(base) + ".run.json").read_text())
-    info.update(peak_rss=ru.ru_maxrss * 1024, cpu_s=round(ru.ru_utime + ru.ru_stime, 1), params=params,
-                load_before=load0, load_after=os.getloadavg())
-    meta_p.write_text(json.dumps(info))
+    info = C.run_training(__file__, [corpus, size, str(t), SELECTION], base, params,
+                          f"{corpus} {size} T={t}")
     print(f"[thr] {corpus} {size} T={t}: {info['seconds']}s, cpu {info['cpu_s']}s", flush=True)
     return info
 

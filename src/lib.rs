@@ -64,7 +64,7 @@ pub(crate) use error::show_bytes;
 pub use filter::{BlockUsage, Filter, Selected};
 pub use mce::{token_preference, Encoder, Scratch};
 pub use options::{Algorithm, Options, DEFAULT_BOUNDARY_PENALTY};
-pub use refine::{SelectionRule, CHAR_COVERAGE, CHAR_COVERAGE_SHARE, REFINE_STEPS};
+pub use refine::{SelectionRule, CHAR_COVERAGE, CHAR_COVERAGE_SHARE, REFINE_STEPS, SCRIPT_SHARE_EXPONENT};
 pub use tokenizer::{OffsetUnit, SpecialMatcher, Tokenizer};
 pub use train::{
     default_raw_vocab_size, train, FilterStats, Pass, PassStats, TrainConfig, Trained, Trainer, BATCH_BYTES,

@@ -31,10 +31,22 @@
 //!    Ties by bytes; unused tokens last, in the order of the current vocabulary (counting rank
 //!    for the raw one).
 //!
+//! 4. *Script shares* ([`SelectionRule::RefinedScripts`] only). Every token gets the script of
+//!    its characters (Common and Inherited ones: spaces, digits, punctuation, combining marks, do
+//!    not count; a token with none, with two scripts, or not valid UTF-8 has none). The *mass*
+//!    of a script is the usage of its tokens in the pass just made (the tokens its text needs);
+//!    a token of script `s` has its usage and its score multiplied by
+//!    `(mass of the largest script / mass of s) ^ SCRIPT_SHARE_EXPONENT` (tokens of the largest
+//!    script and tokens without a script: 1), both in the choice of the `2 * keep` exact tokens
+//!    and in the cut. Tokens saved on a script that is a small share of the text count more, as
+//!    multilingual models sample languages by a power of their share.
+//!
 //! The ids of every intermediate and of the final vocabulary are ordered by the usage of the
 //! pass that was just made, most used first, ties by bytes (SPEC section 4's order).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+
+use unicode_script::{Script, UnicodeScript};
 
 use rayon::prelude::*;
 
@@ -51,6 +63,9 @@ pub enum SelectionRule {
     Paper,
     /// Character coverage, refining passes and tokens saved (module documentation).
     Refined,
+    /// [`SelectionRule::Refined`] with every script's tokens saved normalised by the script's
+    /// share of the pass's usage (module documentation, step 4).
+    RefinedScripts,
 }
 
 impl SelectionRule {
@@ -59,7 +74,10 @@ impl SelectionRule {
         match name {
             "paper" => Ok(SelectionRule::Paper),
             "refined" => Ok(SelectionRule::Refined),
-            _ => Err(Error::Value(format!("selection must be 'refined' or 'paper', got {name:?}"))),
+            "refined-scripts" => Ok(SelectionRule::RefinedScripts),
+            _ => Err(Error::Value(format!(
+                "selection must be 'paper', 'refined' or 'refined-scripts', got {name:?}"
+            ))),
         }
     }
 
@@ -67,7 +85,13 @@ impl SelectionRule {
         match self {
             SelectionRule::Paper => "paper",
             SelectionRule::Refined => "refined",
+            SelectionRule::RefinedScripts => "refined-scripts",
         }
+    }
+
+    /// Whether the rule makes refining passes (every rule but the paper's).
+    pub fn refines(self) -> bool {
+        self != SelectionRule::Paper
     }
 }
 
@@ -80,6 +104,60 @@ pub const CHAR_COVERAGE: f64 = 0.9997;
 
 /// At most this share of the regular tokens goes to covered characters.
 pub const CHAR_COVERAGE_SHARE: f64 = 1.0 / 16.0;
+
+/// The exponent of the script normalisation of [`SelectionRule::RefinedScripts`] (module
+/// documentation, step 4).
+pub const SCRIPT_SHARE_EXPONENT: f64 = 0.25;
+
+/// The script of a token (module documentation, step 4): the one script of its characters that
+/// are neither Common nor Inherited; `None` without such a character, with two scripts, or for
+/// bytes that are not UTF-8.
+pub fn token_script(t: &[u8]) -> Option<Script> {
+    let s = std::str::from_utf8(t).ok()?;
+    let mut found = None;
+    for c in s.chars() {
+        let sc = c.script();
+        if matches!(sc, Script::Common | Script::Inherited | Script::Unknown) {
+            continue;
+        }
+        match found {
+            None => found = Some(sc),
+            Some(f) if f == sc => {}
+            Some(_) => return None,
+        }
+    }
+    found
+}
+
+/// The weight of every id of `vocab` (module documentation, step 4) from the usage of the pass
+/// just made, indexed by id.
+pub fn script_weights(vocab: &crate::vocab::Vocab, usage: &[u64]) -> Vec<f64> {
+    let mut script = vec![None; usage.len()];
+    let mut mass: HashMap<Script, u64> = HashMap::new();
+    for (id, tok) in vocab.iter() {
+        if let Some(s) = token_script(tok) {
+            script[id as usize] = Some(s);
+            *mass.entry(s).or_default() += usage[id as usize];
+        }
+    }
+    let top = mass.values().copied().max().unwrap_or(0) as f64;
+    script
+        .into_iter()
+        .map(|s| match s.map(|s| mass[&s]) {
+            Some(m) if m > 0 => (top / m as f64).powf(SCRIPT_SHARE_EXPONENT),
+            _ => 1.0,
+        })
+        .collect()
+}
+
+/// `x * w`, rounded (exactly `x` for `w = 1`).
+fn scaled(x: u64, w: f64) -> u64 {
+    if w == 1.0 {
+        x
+    } else {
+        (x as f64 * w).round() as u64
+    }
+}
 
 /// The size of the vocabulary after refining step `step` for `k` regular tokens.
 pub fn step_size(step: usize, k: usize) -> usize {
@@ -136,11 +214,17 @@ fn alt_cost(enc: &Encoder, tok: &[u8], scratch: &mut Scratch, out: &mut Vec<u32>
 }
 
 /// The score of every id of the encoder's vocabulary (module documentation, step 3) for a cut
-/// to `keep` tokens, given the usage of the pass just made.
-pub fn saved_scores(enc: &Encoder, usage: &[u64], keep: usize) -> Vec<u64> {
+/// to `keep` tokens, given the usage of the pass just made; with `weight` (indexed by id: step 4)
+/// usage and score are weighted.
+pub fn saved_scores(enc: &Encoder, usage: &[u64], keep: usize, weight: Option<&[f64]>) -> Vec<u64> {
     let vocab = enc.vocab();
-    let mut by_usage: Vec<(u32, u64)> =
-        vocab.iter().filter(|(_, t)| t.len() > 1).map(|(id, _)| (id, usage[id as usize])).filter(|x| x.1 > 0).collect();
+    let w = |id: u32| weight.map_or(1.0, |w| w[id as usize]);
+    let mut by_usage: Vec<(u32, u64)> = vocab
+        .iter()
+        .filter(|(_, t)| t.len() > 1)
+        .map(|(id, _)| (id, scaled(usage[id as usize], w(id))))
+        .filter(|x| x.1 > 0)
+        .collect();
     by_usage.par_sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let top = (2 * keep).min(by_usage.len());
     let mut exact: Vec<u32> = by_usage[..top].iter().map(|x| x.0).collect();
@@ -150,7 +234,7 @@ pub fn saved_scores(enc: &Encoder, usage: &[u64], keep: usize) -> Vec<u64> {
     }));
     let mut score = vec![0u64; usage.len()];
     for &(id, u) in &by_usage[top..] {
-        score[id as usize] = u; // lower bound: alt >= 2
+        score[id as usize] = u; // lower bound: alt >= 2 (u is the weighted usage)
     }
     let exact_scores: Vec<(u32, u64)> = exact
         .par_iter()
@@ -159,7 +243,7 @@ pub fn saved_scores(enc: &Encoder, usage: &[u64], keep: usize) -> Vec<u64> {
             |(scratch, out), &id| {
                 let tok = vocab.token(id).expect("an id of the vocabulary");
                 let alt = alt_cost(enc, tok, scratch, out);
-                (id, usage[id as usize].saturating_mul(alt.saturating_sub(1)))
+                (id, scaled(usage[id as usize].saturating_mul(alt.saturating_sub(1)), w(id)))
             },
         )
         .collect();
@@ -221,8 +305,43 @@ mod tests {
     fn names() {
         assert_eq!(SelectionRule::parse("paper").unwrap(), SelectionRule::Paper);
         assert_eq!(SelectionRule::parse("refined").unwrap().name(), "refined");
+        assert_eq!(SelectionRule::parse("refined-scripts").unwrap(), SelectionRule::RefinedScripts);
+        assert_eq!(SelectionRule::RefinedScripts.name(), "refined-scripts");
+        assert!(SelectionRule::RefinedScripts.refines() && !SelectionRule::Paper.refines());
         assert!(SelectionRule::parse("Paper").is_err());
         assert_eq!(SelectionRule::default(), SelectionRule::Paper);
+    }
+
+    #[test]
+    fn scripts_and_weights() {
+        assert_eq!(token_script(b" the"), Some(Script::Latin));
+        assert_eq!(token_script("中文，".as_bytes()), Some(Script::Han));
+        assert_eq!(token_script("\u{3b1}\u{301}".as_bytes()), Some(Script::Greek)); // Inherited mark
+        assert_eq!(token_script(b"  12"), None);
+        assert_eq!(token_script("aα".as_bytes()), None);
+        assert_eq!(token_script(&[0xe4, 0xb8]), None);
+        // Latin tokens used 400 times in all, Greek 100, Han 0 (unused): Greek x (400/100)^e
+        let enc = encoder(&["ab", "cd", "αβ", "γ", "中", "  "]);
+        let mut usage = vec![0u64; enc.vocab().len()];
+        usage[0] = 300;
+        usage[1] = 100;
+        usage[2] = 60;
+        usage[3] = 40;
+        usage[5] = 7;
+        let w = script_weights(enc.vocab(), &usage);
+        let g = 4f64.powf(SCRIPT_SHARE_EXPONENT);
+        assert_eq!(&w[..6], &[1.0, 1.0, g, g, 1.0, 1.0]);
+        let b = enc.vocab().iter().find(|(_, t)| t == b"b").unwrap().0 as usize;
+        assert_eq!(w[b], 1.0); // a Latin byte: weight 1 like its script
+        // weighted scores: g times the plain ones for the Greek tokens, the same for the Latin ones
+        let sc = saved_scores(&enc, &usage, 10, Some(&w));
+        let plain = saved_scores(&enc, &usage, 10, None);
+        assert_eq!(sc[2], (plain[2] as f64 * g).round() as u64);
+        assert_eq!(sc[0], plain[0]);
+        assert_eq!(sc[3], (plain[3] as f64 * g).round() as u64);
+        assert!(sc[2] > plain[2]);
+        assert_eq!(scaled(5, 1.5), 8);
+        assert_eq!(scaled(u64::MAX, 1.0), u64::MAX);
     }
 
     #[test]
@@ -269,10 +388,10 @@ mod tests {
         usage[2] = 4; // "中": a character, always exact: alt 3 bytes -> 8
         usage[3] = 1; // "文字": lower bound 1
         usage[4] = 2; // "xyz": lower bound 2 (its exact alt would be 3 bytes -> 4)
-        let sc = saved_scores(&enc, &usage, 1);
+        let sc = saved_scores(&enc, &usage, 1, None);
         assert_eq!(&sc[..5], &[10, 3, 8, 1, 2]);
         // with a larger cut all are exact
-        assert_eq!(&saved_scores(&enc, &usage, 3)[..5], &[10, 3, 8, 5, 4]); // "文字": 3 + 3 bytes
+        assert_eq!(&saved_scores(&enc, &usage, 3, None)[..5], &[10, 3, 8, 5, 4]); // "文字": 3 + 3 bytes
         // keep 258: the 256 bytes, then "the" and "中" (by score), ids by usage
         let sel = choose(&enc, &usage, &sc, 258, &HashSet::new()).unwrap();
         assert_eq!(sel.len(), 258);

@@ -273,7 +273,7 @@ impl Trainer {
     /// The characters coverage keeps, from the character counts ([`SelectionRule::Refined`]
     /// only).
     fn set_covered(&mut self, chars: &[(Vec<u8>, u64)]) {
-        if self.config.selection == SelectionRule::Refined {
+        if self.config.selection.refines() {
             self.covered = refine::covered_characters(chars, self.config.regular()).into_iter().collect();
         }
     }
@@ -484,7 +484,7 @@ impl Trainer {
     /// The next refining pass after the pass of `f` (from step `from` on), if any: the cut of
     /// `f`'s vocabulary to the first step size that removes tokens.
     fn next_refine(&self, f: &Filter, from: usize) -> Result<Option<(Filter, usize)>, Error> {
-        if self.config.selection != SelectionRule::Refined {
+        if !self.config.selection.refines() {
             return Ok(None);
         }
         let k = self.config.regular();
@@ -504,7 +504,9 @@ impl Trainer {
     /// The cut of `f`'s vocabulary to `keep` tokens by the refined rule, in id order.
     fn cut(&self, f: &Filter, keep: usize) -> Result<Vec<Selected>, Error> {
         let usage = f.usage();
-        let score = refine::saved_scores(f.encoder(), &usage, keep);
+        let weight = (self.config.selection == SelectionRule::RefinedScripts)
+            .then(|| refine::script_weights(f.encoder().vocab(), &usage));
+        let score = refine::saved_scores(f.encoder(), &usage, keep, weight.as_deref());
         refine::choose(f.encoder(), &usage, &score, keep, &self.covered)
     }
 
@@ -518,9 +520,9 @@ impl Trainer {
         let k = self.config.regular();
         let selected = match self.config.selection {
             SelectionRule::Paper => f.select(k)?,
-            SelectionRule::Refined if f.vocab().len() > k => self.cut(f, k)?,
+            SelectionRule::Refined | SelectionRule::RefinedScripts if f.vocab().len() > k => self.cut(f, k)?,
             // nothing to cut: every token, ids by usage (the paper's rule does exactly that)
-            SelectionRule::Refined => f.select(k)?,
+            SelectionRule::Refined | SelectionRule::RefinedScripts => f.select(k)?,
         };
         let used_tokens = selected.iter().filter(|s| s.usage > 0).count();
         let n = selected.len();

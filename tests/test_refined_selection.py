@@ -9,6 +9,7 @@ import math
 import random
 
 import pytest
+import regex
 
 import cnfmce
 
@@ -19,6 +20,10 @@ REFINE_STEPS = (2.0, 1.4, 1.15)
 CHAR_COVERAGE = 0.9997
 CHAR_COVERAGE_SHARE = 1 / 16
 ROUNDS = ((1, 8, 0), (9, 16, 2))
+SCRIPT_SHARE_EXPONENT = cnfmce._core.SCRIPT_SHARE_EXPONENT  # selection="refined-scripts"
+# the scripts the test texts use (the reference refuses any other character)
+_SCRIPTS = ("Latin", "Greek", "Cyrillic", "Han", "Hangul", "Arabic", "Hebrew", "Devanagari", "Thai", "Hiragana",
+            "Katakana", "Bopomofo")
 
 
 def _round(x: float) -> int:
@@ -60,16 +65,56 @@ def alt_cost(vocab, t):
     return best
 
 
-def scores(vocab, use, keep):
-    multi = sorted((i for i, t in enumerate(vocab) if len(t) > 1 and use[t] > 0), key=lambda i: (-use[vocab[i]], i))
+def _char_script(ch):
+    if regex.match(r"\p{sc=Common}|\p{sc=Inherited}", ch):
+        return None
+    for name in _SCRIPTS:
+        if regex.match(rf"\p{{sc={name}}}", ch):
+            return name
+    raise AssertionError(f"the reference does not know the script of {ch!r}")
+
+
+def token_script(t):
+    """src/refine.rs step 4: the one script of the token's characters that are neither Common
+    nor Inherited; None without one, with two, or for bytes that are not UTF-8."""
+    try:
+        s = t.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    found = {_char_script(ch) for ch in s} - {None}
+    return found.pop() if len(found) == 1 else None
+
+
+def script_weights(vocab, use):
+    mass = {}
+    for t in vocab:
+        sc = token_script(t)
+        if sc is not None:
+            mass[sc] = mass.get(sc, 0) + use[t]
+    top = max(mass.values(), default=0)
+    w = {}
+    for t in vocab:
+        m = mass.get(token_script(t), 0)
+        w[t] = (top / m) ** SCRIPT_SHARE_EXPONENT if m > 0 else 1.0
+    return w
+
+
+def _scaled(x, w):
+    return x if w == 1.0 else int(math.floor(x * w + 0.5))
+
+
+def scores(vocab, use, keep, weight=None):
+    w = (lambda t: weight[t]) if weight is not None else (lambda t: 1.0)
+    wu = {t: _scaled(use[t], w(t)) for t in vocab}
+    multi = sorted((i for i, t in enumerate(vocab) if len(t) > 1 and wu[t] > 0), key=lambda i: (-wu[vocab[i]], i))
     top = multi[:2 * keep]
     sc = {}
     for i in multi[2 * keep:]:
         t = vocab[i]
-        sc[t] = use[t] * (alt_cost(vocab, t) - 1) if _one_char(t) else use[t]
+        sc[t] = _scaled(use[t] * (alt_cost(vocab, t) - 1), w(t)) if _one_char(t) else wu[t]
     for i in top:
         t = vocab[i]
-        sc[t] = use[t] * (alt_cost(vocab, t) - 1)
+        sc[t] = _scaled(use[t] * (alt_cost(vocab, t) - 1), w(t))
     return sc
 
 
@@ -87,9 +132,10 @@ def choose(vocab, use, sc, keep, cov):
     return sorted(chosen, key=lambda t: (-use[t], t))
 
 
-def expected_refined(counts, docs, k, raw_vocab_size=None, chars=None):
+def expected_refined(counts, docs, k, raw_vocab_size=None, chars=None, scripts=False):
     """``chars``: every counted character with its count (default: those of ``counts``); the
-    covered ones that the raw_vocab_size cut leaves out join the raw vocabulary."""
+    covered ones that the raw_vocab_size cut leaves out join the raw vocabulary. ``scripts``:
+    ``selection="refined-scripts"`` (every cut weighted by :func:`script_weights`)."""
     if chars is None:
         chars = {t: c for t, c in counts.items() if _one_char(t)}
     cov = covered(chars, k)
@@ -102,11 +148,13 @@ def expected_refined(counts, docs, k, raw_vocab_size=None, chars=None):
         keep = _round(f * k)
         if keep >= len(vocab):
             continue
-        vocab = choose(vocab, use, scores(vocab, use, keep), keep, cov)
+        weight = script_weights(vocab, use) if scripts else None
+        vocab = choose(vocab, use, scores(vocab, use, keep, weight), keep, cov)
         use = usage_counts(vocab, docs)
         passes += 1
     if len(vocab) > k:
-        return choose(vocab, use, scores(vocab, use, k), k, cov), passes
+        weight = script_weights(vocab, use) if scripts else None
+        return choose(vocab, use, scores(vocab, use, k, weight), k, cov), passes
     # nothing to cut: the paper's rule over the last vocabulary
     used = sorted((t for t in vocab if len(t) > 1 and use[t] > 0), key=lambda t: (-use[t], t))
     unused = [t for t in vocab if len(t) > 1 and use[t] == 0]
@@ -151,6 +199,52 @@ def test_refined_equals_reference(seed, k):
     assert tok.metadata["covered_characters"] == len(covered(counts, k))
     if seed == 1:
         assert passes >= 1  # the cases do refine
+
+
+def _scripts_corpus(seed, n=24):
+    """Latin, Han and Hangul (_cjk_corpus) with a little Greek and Cyrillic."""
+    rng = random.Random(seed)
+    greek = ["".join(chr(0x3B1 + rng.randrange(24)) for _ in range(rng.randint(2, 7))) for _ in range(30)]
+    cyr = ["".join(chr(0x430 + rng.randrange(32)) for _ in range(rng.randint(2, 8))) for _ in range(40)]
+    docs = _cjk_corpus(seed, n=n)
+    for words in (greek, cyr):
+        docs += [" ".join(rng.choice(words[:rng.randint(4, len(words))]) for _ in range(rng.randint(5, 30)))
+                 for _ in range(4)]
+    return docs
+
+
+def test_script_of_tokens():
+    assert token_script(b" the") == "Latin" and token_script("中文，".encode()) == "Han"
+    assert token_script(b"  ") is None and token_script("aα".encode()) is None
+    assert token_script("\u03b1\u0301".encode()) == "Greek"  # a combining mark is Inherited
+    assert token_script(b"\xe4\xb8") is None  # part of a character
+
+
+@pytest.mark.parametrize("seed,k", [(2, 320), (6, 560)])
+def test_refined_scripts_equals_reference(seed, k):
+    docs = _scripts_corpus(seed, n=12) + random_corpus(seed, n_docs=4, max_pieces=30)
+    counts = brute_rounds(docs, ROUNDS)
+    want, passes = expected_refined(counts, docs, k, scripts=True)
+    tok = tfc(counts, docs, k, selection="refined-scripts")
+    assert tokens_of(tok) == want
+    assert tok.metadata["selection"] == "refined-scripts"
+    assert len(tok.metadata["refining"]) == passes >= 1
+    assert tok.metadata["covered_characters"] == len(covered(counts, k))
+    # the weights change the choice, never to more tokens of the largest script (Latin) than "refined"
+    plain = tokens_of(tfc(counts, docs, k))
+    assert plain == expected_refined(counts, docs, k)[0] != want
+    latin = lambda toks: sum(token_script(t) == "Latin" for t in toks)  # noqa: E731
+    assert latin(want) <= latin(plain)
+
+
+def test_refined_scripts_train_threads():
+    docs = _scripts_corpus(9, n=16)
+    kw = dict(rounds=ROUNDS, raw_vocab_size=1500, progress=False, selection="refined-scripts")
+    one = cnfmce.train(docs, vocab_size=450, num_threads=1, **kw)
+    c = cnfmce.count(docs, raw_vocab_size=1500, rounds=ROUNDS, progress=False)
+    assert tokens_of(one) == expected_refined(dict(c), docs, 450, scripts=True)[0]
+    assert tokens_of(cnfmce.train(docs, vocab_size=450, num_threads=2, **kw)) == tokens_of(one)
+    assert "covered_beyond_cut" in one.metadata
 
 
 def test_refined_keeps_covered_characters_the_paper_drops():
@@ -256,7 +350,7 @@ def test_cli_selection(tmp_path):
     src = tmp_path / "c.txt"
     src.write_text(" ".join(_cjk_corpus(2, n=5)), encoding="utf-8")
     outs = {}
-    for sel in ("paper", "refined"):
+    for sel in ("paper", "refined", "refined-scripts"):
         out = tmp_path / f"{sel}.json"
         subprocess.run([sys.executable, "-m", "cnfmce.cli", "train", "-o", str(out), "--vocab-size", "400",
                         "--selection", sel, "--quiet", str(src)], check=True)
@@ -267,6 +361,7 @@ def test_cli_selection(tmp_path):
     direct = cnfmce.train([src.read_text(encoding="utf-8")], vocab_size=400, selection="refined", progress=False)
     assert outs["refined"].token_bytes() == direct.token_bytes()
     assert outs["refined"].metadata["selection"] == "refined"
+    assert outs["refined-scripts"].metadata["selection"] == "refined-scripts"
     bad = subprocess.run([sys.executable, "-m", "cnfmce.cli", "train", "-o", str(tmp_path / "x.json"),
                           "--vocab-size", "400", "--selection", "best", str(src)], capture_output=True, text=True)
     assert bad.returncode != 0 and "selection" in bad.stderr

@@ -11,6 +11,7 @@ DEFAULT_ROUNDS: Tuple[Tuple[int, int, int], ...]
 DEFAULT_VOCAB_SIZE: int
 DEFAULT_COUNT_RAW_VOCAB_SIZE: int
 RAW_VOCAB_PER_TOKEN: int
+SCRIPT_SHARE_EXPONENT: float
 DEFAULT_MEMORY_BUDGET: int
 
 _Round = Tuple[int, int, int]

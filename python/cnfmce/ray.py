@@ -1005,7 +1005,7 @@ def _filter_and_finish(run: _Run, trainer: Any, opts: Any, meta: Dict[str, Any],
                         raw_vocabulary=report["raw_vocab_size"], filtering=filtering,
                         selection=report["selection"], refining=refining,
                         covered_characters=report["covered_characters"])
-    if report["selection"] == "refined":  # covered characters below the raw_vocab_size cut
+    if report["selection"] != "paper":  # covered characters below the raw_vocab_size cut
         tok.metadata["covered_beyond_cut"] = report["covered_beyond_cut"]
     return tok
 

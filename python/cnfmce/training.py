@@ -182,7 +182,10 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
     raw vocabulary in steps (2x, 1.4x, 1.15x ``vocab_size``, then ``vocab_size``), encoding the
     inputs again after each cut, and keeps at each cut the tokens that save the most tokens
     (usage times the tokens the text needs without them); it compresses better, most on
-    multilingual text (``docs/results/selection.md``)."""
+    multilingual text (``docs/results/selection.md``). ``selection="refined-scripts"`` is
+    ``"refined"`` with each script's tokens saved weighted by the square root of how much
+    smaller the script's share of the pass's usage is than the largest script's (src/refine.rs,
+    step 4; measured in ``docs/results/generalisation.md``)."""
     if _backend(backend, backend_options, "train_from_counts") is not None:
         from . import ray as _ray_backend
         return _ray_backend.train_from_counts(counts, inputs, vocab_size, special_tokens, num_threads,
@@ -270,7 +273,7 @@ def _run(trainer: "_core.Trainer", corpus: "Corpus", progress: bool, meta: Dict[
     tok.metadata.update(trainer="cnfmce", vocab_size=vocab_size, raw_vocabulary=raw_size,
                         filtering=filtering, selection=report["selection"],
                         refining=refining, covered_characters=report["covered_characters"])
-    if report["selection"] == "refined":  # covered characters below the raw_vocab_size cut
+    if report["selection"] != "paper":  # covered characters below the raw_vocab_size cut
         tok.metadata["covered_beyond_cut"] = report["covered_beyond_cut"]
     return tok
 
@@ -290,8 +293,8 @@ def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_
     result has ``vocab_size`` ids (byte tokens and special tokens
     included), ordered by usage in the filtering pass, special tokens last. ``raw_vocab_size``
     None means ``cnfmce._core.default_raw_vocab_size(vocab_size)`` (a multiple of ``vocab_size``).
-    ``selection``: ``"paper"`` (the default: the paper's filtering, SPEC section 4) or
-    ``"refined"``, as in :func:`train_from_counts`. The same inputs give the same vocabulary
+    ``selection``: ``"paper"`` (the default: the paper's filtering, SPEC section 4),
+    ``"refined"`` or ``"refined-scripts"``, as in :func:`train_from_counts`. The same inputs give the same vocabulary
     whatever ``num_threads`` and whatever the order of the documents.
 
     ``backend="ray"`` trains on a Ray cluster (:func:`cnfmce.ray.train`; ``backend_options``
