@@ -11,6 +11,9 @@ section 4, with ``raw_vocab_size = RAW_VOCAB_PER_TOKEN * k``).
 *after*: the chosen setting, ``cnfmce.train(paths, vocab_size=k, selection="refined")``.
 
 ``GEN_RUNS=mix-32k,mix-128k`` limits the runs (default: all of ``RUNS``).
+``python experiments/generalisation.py --import-trial OTHER.json LABEL`` adds the *after* results
+of another build's run of this script (e.g. a worktree with a changed constant of src/refine.rs)
+to this page as a trial labelled LABEL, next to this build's *after*.
 
 Each training runs in its own process (peak memory from ``wait4``), one at a time, under ``nice``
 when the caller uses it; tokenizers and timings are cached under ``experiments/out/gen/``.
@@ -146,6 +149,7 @@ def run(args: Any) -> Dict[str, Any]:
             r["previous_after"] = {"core": o_core, "eval": o["eval"]["after"], "train": o["train"]["after"]}
         elif o.get("previous_after"):
             r["previous_after"] = o["previous_after"]
+        r["trials"] = list(o.get("trials", []))
         # every earlier core's *scripts* (one exponent each), kept for the comparison
         r["scripts_trials"] = list(o.get("scripts_trials", []))
         o_s = o.get("train", {}).get("scripts", {})
@@ -234,6 +238,18 @@ def render(res: Dict[str, Any], md: Path) -> None:
             L += ["*scripts* with each exponent tried (gain over the BPE; core = src/ tree of the build):", "",
                   C.md_table(["exponent", "core"] + [f"{'in' if k == 'indomain' else 'held'} {c}"
                                                      for k in ("indomain", "heldout") for c in cats], rows), ""]
+        if r.get("trials"):
+            b = r["eval"]["bpe"]
+            rows = [[t["label"], t["core"][:10], f"{t['train'].get('covered_characters') or 0:,}"]
+                    + [C.pct(_g(t["eval"][k][c]["cpt"], b[k][c]["cpt"]), sign=True)
+                       for k in ("indomain", "heldout") for c in cats] for t in r["trials"]]
+            rows.append(["after (this page)", r["train"].get("after", {}).get("params", {}).get("core", "")[:10],
+                         f"{r['train'].get('after', {}).get('covered_characters') or 0:,}"]
+                        + [C.pct(_g(r["eval"]["after"][k][c]["cpt"], b[k][c]["cpt"]), sign=True)
+                           for k in ("indomain", "heldout") for c in cats])
+            L += ["*after* trained by other builds (`--import-trial`; core = src/ tree; gain over the BPE):", "",
+                  C.md_table(["build", "core", "covered chars"] + [f"{'in' if k == 'indomain' else 'held'} {c}"
+                                                                   for k in ("indomain", "heldout") for c in cats], rows), ""]
         trn = r["train"]
         if r.get("from_selection"):
             L += ["Not trained by this run, from the same rule computed by `experiments/selection.py` "
@@ -287,8 +303,29 @@ def render(res: Dict[str, Any], md: Path) -> None:
     md.write_text("\n".join(L))
 
 
+def import_trial(other: str, label: str) -> None:
+    """Adds the *after* runs of another build's generalisation.json as trials (module doc)."""
+    mine_p = C.RESULTS / f"{NAME}.json"
+    mine = json.loads(mine_p.read_text())
+    theirs = json.loads(Path(other).read_text())
+    for key, r in theirs["runs"].items():
+        tr = r.get("train", {}).get("after")
+        if key not in mine["runs"] or not tr or "after" not in r.get("eval", {}):
+            continue
+        mr = mine["runs"][key]
+        if tr["params"]["core"] == mr.get("train", {}).get("after", {}).get("params", {}).get("core"):
+            continue  # the same build as this page's
+        trials = [t for t in mr.get("trials", []) if t["label"] != label]
+        trials.append({"label": label, "core": tr["params"]["core"], "eval": r["eval"]["after"], "train": tr})
+        mr["trials"] = trials
+        print(f"[gen] {key}: trial {label} from core {tr['params']['core'][:10]}")
+    C.write_json(mine_p, mine)
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         worker(*sys.argv[2:6])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--import-trial":
+        import_trial(sys.argv[2], sys.argv[3])
     else:
         C.experiment_main(NAME, __doc__, run, render)
