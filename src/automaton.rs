@@ -384,6 +384,26 @@ impl Automaton {
         }
     }
 
+    /// One step of [`Self::next`] without branches: from state `s` on byte `c`, either the
+    /// transition (`(t, true)`: `c` consumed, `t == self.next(s, c)`) or one failure link
+    /// (`(fail, false)`: `c` still to be consumed from there). [`Self::next`] is this step
+    /// repeated until `c` is consumed. Without a data-dependent branch, independent walks that
+    /// advance in turn keep their memory loads in flight together (a mispredicted "is there a
+    /// transition" branch per byte would discard them).
+    #[inline(always)]
+    pub fn step(&self, s: u32, c: u8) -> (u32, bool) {
+        // SAFETY: as in `next`; the root table has 256 entries.
+        let st = unsafe { self.states.get_unchecked(s as usize) };
+        let at_root = s == ROOT;
+        let via_root = unsafe { *self.root_next.get_unchecked(c as usize) };
+        // Selected by masks, so that the compiler emits no branch.
+        let root_mask = 0u32.wrapping_sub(at_root as u32);
+        let t = (via_root & root_mask) | ((st.base ^ c as u32) & !root_mask);
+        let ok = at_root | (unsafe { self.states.get_unchecked(t as usize) }.check == c as u32);
+        let ok_mask = 0u32.wrapping_sub(ok as u32);
+        ((t & ok_mask) | (st.fail & !ok_mask), ok)
+    }
+
     /// The first (longest) pattern matching at state `s`, or [`NONE`].
     #[inline(always)]
     pub fn out(&self, s: u32) -> u32 {
@@ -504,6 +524,50 @@ mod tests {
             let a = Automaton::build(&refs, &vals);
             let text: Vec<u8> = (0..rnd(200)).map(|_| (rnd(alpha as u64) as u8).wrapping_mul(37)).collect();
             assert_eq!(scan(&a, &text), naive(&refs, &text), "round {round}");
+        }
+    }
+
+    #[test]
+    fn steps_repeated_are_next() {
+        // `step` until the byte is consumed is `next`, from every state reached on random text
+        // (failure chains of several links, the root with and without a child).
+        let mut x = 0x9E3779B97F4A7C15u64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for round in 0..100 {
+            let alpha = 2 + rnd(5);
+            let mut pats: Vec<Vec<u8>> = Vec::new();
+            for _ in 0..1 + rnd(60) {
+                let p: Vec<u8> = (0..1 + rnd(9)).map(|_| b'a' + rnd(alpha) as u8).collect();
+                if !pats.contains(&p) {
+                    pats.push(p);
+                }
+            }
+            let refs: Vec<&[u8]> = pats.iter().map(|p| p.as_slice()).collect();
+            let vals: Vec<(u32, f64)> = (0..refs.len()).map(|k| (k as u32, 0.0)).collect();
+            let a = Automaton::build(&refs, &vals);
+            let mut s = a.root();
+            for i in 0..300 {
+                let c = if i % 17 == 16 { b'z' } else { b'a' + rnd(alpha + 1) as u8 };
+                let want = a.next(s, c);
+                let mut t = s;
+                let mut links = 0;
+                loop {
+                    let (u, consumed) = a.step(t, c);
+                    t = u;
+                    if consumed {
+                        break;
+                    }
+                    links += 1;
+                    assert!(links <= 10, "round {round}: a failure chain longer than the pattern");
+                }
+                assert_eq!(t, want, "round {round} byte {i}");
+                s = want;
+            }
         }
     }
 

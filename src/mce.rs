@@ -32,7 +32,7 @@ const PREFETCH: usize = 16;
 /// smaller in tests, so that short texts cross chunks.
 const CHUNK: usize = if cfg!(test) { 1 << 12 } else { 1 << 15 };
 /// Independent lanes of the walk, and the shortest lane worth its fix-up.
-const LANES: usize = 4;
+const LANES: usize = 8;
 const LANE_MIN: usize = 32;
 
 /// What decides the cost of a candidate token starting at `i` (see `mce_choices`).
@@ -251,8 +251,15 @@ fn min_of_sums_scalar(a: &[f64], b: &[f64]) -> f64 {
 /// wrong for its first positions (until the state reflects the longest match it has room for);
 /// each is then fixed by continuing the exact walk from its right neighbour's left end until the
 /// two agree, from where on they agree (the transitions are deterministic). The states and
-/// matches are exactly those of one walk from the end.
+/// matches are exactly those of one walk from the end. The lanes advance by branch-free steps
+/// ([`Automaton::step`]): measured on CNF-250k, 8 such lanes walk 1.4–1.7x faster than 4 lanes
+/// of `next` (whose per-byte "transition or failure" branch mispredicts and discards the other
+/// lanes' loads in flight), 16 lanes slower than 8.
 fn walk(ac: &Automaton, text: &[u8], a: usize, b: usize, from: u32, outs: &mut Vec<u32>, states: &mut Vec<u32>) -> u32 {
+    walk_lanes::<LANES>(ac, text, a, b, from, outs, states)
+}
+
+fn walk_lanes<const LANES: usize>(ac: &Automaton, text: &[u8], a: usize, b: usize, from: u32, outs: &mut Vec<u32>, states: &mut Vec<u32>) -> u32 {
     let n = b - a;
     let text = &text[a..b];
     outs.clear();
@@ -269,25 +276,44 @@ fn walk(ac: &Automaton, text: &[u8], a: usize, b: usize, from: u32, outs: &mut V
     states.resize(n, 0);
     let seg = n / LANES;
     let r = n - LANES * seg;
+    // Lane l walks text[lo[l]..lo[l] + left[l]] right to left (lane 0 also covers the first r
+    // positions), all lanes one step each in turn. A step either consumes a byte or follows
+    // one failure link (`Automaton::step`, no branch), so lanes advance at their own pace: a
+    // lane's position k is written at every step, last by the step that consumes text[k].
+    let lo: [usize; LANES] = std::array::from_fn(|l| if l == 0 { 0 } else { r + l * seg });
+    let mut left: [usize; LANES] = std::array::from_fn(|l| r + (l + 1) * seg - lo[l]);
     let mut st = [ac.root(); LANES];
     st[LANES - 1] = from;
-    for t in 0..seg {
-        for (l, s) in st.iter_mut().enumerate() {
-            let k = r + (l + 1) * seg - 1 - t;
-            // SAFETY: k < r + LANES * seg = n, the length of text, outs and states.
-            unsafe {
-                *s = ac.next(*s, *text.get_unchecked(k));
-                *states.get_unchecked_mut(k) = *s;
-                *outs.get_unchecked_mut(k) = ac.out(*s);
+    loop {
+        // Each lane has at least m bytes left, and a step consumes at most one.
+        let m = left.iter().copied().min().unwrap_or(0);
+        if m == 0 {
+            break;
+        }
+        for _ in 0..m {
+            for l in 0..LANES {
+                let k = lo[l] + left[l] - 1;
+                // SAFETY: k < lo[l] + (bytes of lane l) <= n, the length of text, outs and
+                // states (left[l] >= 1 during these m rounds).
+                unsafe {
+                    let (s, consumed) = ac.step(st[l], *text.get_unchecked(k));
+                    *states.get_unchecked_mut(k) = s;
+                    *outs.get_unchecked_mut(k) = ac.out(s);
+                    st[l] = s;
+                    left[l] -= consumed as usize;
+                }
             }
         }
     }
-    // Lane 0 also covers the first r positions.
-    let mut s0 = st[0];
-    for k in (0..r).rev() {
-        s0 = ac.next(s0, text[k]);
-        states[k] = s0;
-        outs[k] = ac.out(s0);
+    // The lanes not finished: one at a time (from a state on a failure link, `next` consumes
+    // the pending byte as the steps would have).
+    for l in 0..LANES {
+        let mut s = st[l];
+        for k in (lo[l]..lo[l] + left[l]).rev() {
+            s = ac.next(s, text[k]);
+            states[k] = s;
+            outs[k] = ac.out(s);
+        }
     }
     for l in (0..LANES - 1).rev() {
         // states[hi] is exact: lane l + 1 started exact or has been fixed.
@@ -660,6 +686,13 @@ impl Encoder {
                 // dist are masked.
                 if k >= PREFETCH {
                     crate::mem::prefetch(ac.pattern_ptr(unsafe { *outs.get_unchecked(k - PREFETCH) }));
+                    // And the second pattern of the chain of the position half as far ahead
+                    // (its first pattern has arrived by now): the shorter candidates are
+                    // looked up there first (`best_masked`), a load on the program's critical
+                    // path otherwise (a pointer chase into the pattern table). NONE is fine:
+                    // a prefetch of any address is harmless.
+                    let ahead = unsafe { *outs.get_unchecked(k - PREFETCH / 2) };
+                    crate::mem::prefetch(ac.pattern_ptr(ac.pattern(ahead).next));
                 }
                 let first = unsafe { *outs.get_unchecked(k) };
                 units.enter(unsafe { *starts.get_unchecked(i) } != 0, unsafe { *starts.get_unchecked(i + 1) } != 0);
@@ -1158,6 +1191,61 @@ mod tests {
                 assert_eq!(outs[k - a], ac.out(s), "round {round} position {k}");
             }
             assert_eq!(end, s, "round {round}");
+        }
+    }
+
+    #[test]
+    fn lane_walk_with_tokens_as_long_as_a_lane() {
+        // Lanes start from the root and are fixed by continuing their right neighbour's walk
+        // until the two agree: with tokens as long as a lane (runs of one byte, of a pair) the
+        // fix-up crosses whole lanes; lanes stop on failure links at the end of the lockstep
+        // rounds. Several lane counts, every range against one walk.
+        let mut rng = Rng(0x5DEECE66D1234567);
+        for round in 0..60 {
+            let extra = 30 + rng.below(60);
+            let mut toks = random_vocab(&mut rng, extra, 4);
+            let longest = 1 + rng.below(300);
+            for k in 2..=longest {
+                let t = if round % 2 == 0 { b"a".repeat(k) } else { b"ab".repeat(k).split_off(k) };
+                if (rng.below(4) != 0 || k == longest) && !toks.iter().any(|x| x.1 == t) {
+                    let id = toks.len() as u32;
+                    toks.push((id, t));
+                }
+            }
+            let v = Vocab::new(toks).unwrap();
+            let ac = v.automaton();
+            let mut text = Vec::new();
+            let len = [300, 600, 1000, 2500, 5000][round % 5] + rng.below(40);
+            while text.len() < len {
+                match rng.below(5) {
+                    0 => text.extend_from_slice(&b"a".repeat(1 + rng.below(2 * longest))),
+                    1 => text.extend_from_slice(&b"ab".repeat(1 + rng.below(longest))),
+                    _ => text.extend_from_slice(PIECES[rng.below(PIECES.len())].as_bytes()),
+                }
+            }
+            let n = text.len();
+            let b = n - rng.below(n / 4 + 1);
+            let a = rng.below(b / 3 + 1);
+            let mut from = ac.root();
+            for k in (b..n).rev() {
+                from = ac.next(from, text[k]);
+            }
+            let mut want = vec![0u32; b - a];
+            let mut s = from;
+            for k in (a..b).rev() {
+                s = ac.next(s, text[k]);
+                want[k - a] = ac.out(s);
+            }
+            let (mut outs, mut states) = (Vec::new(), Vec::new());
+            for lanes in [2, 8, 16] {
+                let end = match lanes {
+                    2 => walk_lanes::<2>(ac, &text, a, b, from, &mut outs, &mut states),
+                    8 => walk_lanes::<8>(ac, &text, a, b, from, &mut outs, &mut states),
+                    _ => walk_lanes::<16>(ac, &text, a, b, from, &mut outs, &mut states),
+                };
+                assert_eq!(end, s, "round {round} lanes {lanes}");
+                assert_eq!(outs, want, "round {round} lanes {lanes}");
+            }
         }
     }
 
