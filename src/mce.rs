@@ -1249,6 +1249,72 @@ mod tests {
         }
     }
 
+    /// The walk's speed by lane count on real data (not run by default; wall time, best of 10,
+    /// interleaved): `CNFMCE_BENCH_VOCAB=VOCAB.tiktoken CNFMCE_BENCH_TEXT=A.txt,B.txt cargo test
+    /// --release --lib walk_speed_by_lanes -- --ignored --nocapture`. The matches must agree.
+    #[test]
+    #[ignore]
+    fn walk_speed_by_lanes() {
+        let (Ok(vocab), Ok(texts)) = (std::env::var("CNFMCE_BENCH_VOCAB"), std::env::var("CNFMCE_BENCH_TEXT")) else {
+            panic!("set CNFMCE_BENCH_VOCAB (a .tiktoken file) and CNFMCE_BENCH_TEXT (comma-separated files)");
+        };
+        let b64 = |s: &[u8]| -> Vec<u8> {
+            let val = |c: u8| match c {
+                b'A'..=b'Z' => (c - b'A') as u32,
+                b'a'..=b'z' => (c - b'a' + 26) as u32,
+                b'0'..=b'9' => (c - b'0' + 52) as u32,
+                b'+' => 62,
+                b'/' => 63,
+                _ => 0,
+            };
+            let s: Vec<u8> = s.iter().copied().filter(|&c| c != b'=').collect();
+            let mut out = Vec::new();
+            for ch in s.chunks(4) {
+                let acc = ch.iter().enumerate().fold(0u32, |a, (k, &c)| a | val(c) << (18 - 6 * k));
+                out.extend_from_slice(&acc.to_be_bytes()[1..ch.len()]);
+            }
+            out
+        };
+        let mut toks = Vec::new();
+        for line in std::fs::read(&vocab).unwrap().split(|&c| c == b'\n') {
+            let mut parts = line.split(|&c| c == b' ');
+            if let (Some(a), Some(b)) = (parts.next(), parts.next()) {
+                toks.push((std::str::from_utf8(b).unwrap().trim().parse::<u32>().unwrap(), b64(a)));
+            }
+        }
+        let v = Vocab::new(toks).unwrap();
+        let ac = v.automaton();
+        for f in texts.split(',') {
+            let text = std::fs::read(f).unwrap();
+            let mut best = [f64::INFINITY; 3];
+            let mut sums = [0u64; 3];
+            for rep in 0..10 {
+                for w in 0..3 {
+                    let which = (w + rep) % 3;
+                    let (mut outs, mut states) = (Vec::new(), Vec::new());
+                    let t0 = std::time::Instant::now();
+                    let mut end = text.len();
+                    let mut sum = 0u64;
+                    while end > 0 {
+                        let start = end.saturating_sub(1 << 15);
+                        match which {
+                            0 => walk_lanes::<4>(ac, &text, start, end, ac.root(), &mut outs, &mut states),
+                            1 => walk_lanes::<8>(ac, &text, start, end, ac.root(), &mut outs, &mut states),
+                            _ => walk_lanes::<16>(ac, &text, start, end, ac.root(), &mut outs, &mut states),
+                        };
+                        sum = outs.iter().fold(sum, |s, &o| s.wrapping_mul(31).wrapping_add(o as u64));
+                        end = start;
+                    }
+                    best[which] = best[which].min(t0.elapsed().as_secs_f64());
+                    sums[which] = sum;
+                }
+            }
+            assert!(sums.iter().all(|&s| s == sums[0]), "{f}: the lane counts disagree");
+            let mbs = |t: f64| text.len() as f64 / t / 1e6;
+            eprintln!("{f}: walk MB/s, 4 lanes {:.1}, 8 lanes {:.1}, 16 lanes {:.1}", mbs(best[0]), mbs(best[1]), mbs(best[2]));
+        }
+    }
+
     #[test]
     fn texts_over_several_chunks_match_reference() {
         // Longer than CHUNK (the walk and the DP run in rounds, the ring carries over), with
