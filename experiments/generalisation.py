@@ -11,9 +11,9 @@ section 4, with ``raw_vocab_size = RAW_VOCAB_PER_TOKEN * k``).
 *after*: the chosen setting, ``cnfmce.train(paths, vocab_size=k, selection="refined")``.
 
 ``GEN_RUNS=mix-32k,mix-128k`` limits the runs (default: all of ``RUNS``).
-``python experiments/generalisation.py --import-trial OTHER.json LABEL`` adds the *after* results
-of another build's run of this script (e.g. a worktree with a changed constant of src/refine.rs)
-to this page as a trial labelled LABEL, next to this build's *after*.
+``python experiments/generalisation.py --import-trial OTHER.json LABEL [CONFIG]`` adds the results
+of CONFIG (default ``after``) of another build's run of this script (e.g. a worktree with a changed
+constant of src/refine.rs) to this page as a trial labelled LABEL, next to this build's.
 
 Each training runs in its own process (peak memory from ``wait4``), one at a time, under ``nice``
 when the caller uses it; tokenizers and timings are cached under ``experiments/out/gen/``.
@@ -243,11 +243,14 @@ def render(res: Dict[str, Any], md: Path) -> None:
             rows = [[t["label"], t["core"][:10], f"{t['train'].get('covered_characters') or 0:,}"]
                     + [C.pct(_g(t["eval"][k][c]["cpt"], b[k][c]["cpt"]), sign=True)
                        for k in ("indomain", "heldout") for c in cats] for t in r["trials"]]
-            rows.append(["after (this page)", r["train"].get("after", {}).get("params", {}).get("core", "")[:10],
-                         f"{r['train'].get('after', {}).get('covered_characters') or 0:,}"]
-                        + [C.pct(_g(r["eval"]["after"][k][c]["cpt"], b[k][c]["cpt"]), sign=True)
-                           for k in ("indomain", "heldout") for c in cats])
-            L += ["*after* trained by other builds (`--import-trial`; core = src/ tree; gain over the BPE):", "",
+            for config in dict.fromkeys(t.get("config", "after") for t in r["trials"]):
+                if config not in r["eval"]:
+                    continue
+                rows.append([f"{config} (this page)", r["train"].get(config, {}).get("params", {}).get("core", "")[:10],
+                             f"{r['train'].get(config, {}).get('covered_characters') or 0:,}"]
+                            + [C.pct(_g(r["eval"][config][k][c]["cpt"], b[k][c]["cpt"]), sign=True)
+                               for k in ("indomain", "heldout") for c in cats])
+            L += ["Configurations trained by other builds (`--import-trial`; core = src/ tree; gain over the BPE):", "",
                   C.md_table(["build", "core", "covered chars"] + [f"{'in' if k == 'indomain' else 'held'} {c}"
                                                                    for k in ("indomain", "heldout") for c in cats], rows), ""]
         trn = r["train"]
@@ -303,20 +306,21 @@ def render(res: Dict[str, Any], md: Path) -> None:
     md.write_text("\n".join(L))
 
 
-def import_trial(other: str, label: str) -> None:
-    """Adds the *after* runs of another build's generalisation.json as trials (module doc)."""
+def import_trial(other: str, label: str, config: str = "after") -> None:
+    """Adds the ``config`` runs of another build's generalisation.json as trials (module doc)."""
     mine_p = C.RESULTS / f"{NAME}.json"
     mine = json.loads(mine_p.read_text())
     theirs = json.loads(Path(other).read_text())
     for key, r in theirs["runs"].items():
-        tr = r.get("train", {}).get("after")
-        if key not in mine["runs"] or not tr or "after" not in r.get("eval", {}):
+        tr = r.get("train", {}).get(config)
+        if key not in mine["runs"] or not tr or config not in r.get("eval", {}):
             continue
         mr = mine["runs"][key]
-        if tr["params"]["core"] == mr.get("train", {}).get("after", {}).get("params", {}).get("core"):
+        if tr["params"]["core"] == mr.get("train", {}).get(config, {}).get("params", {}).get("core"):
             continue  # the same build as this page's
         trials = [t for t in mr.get("trials", []) if t["label"] != label]
-        trials.append({"label": label, "core": tr["params"]["core"], "eval": r["eval"]["after"], "train": tr})
+        trials.append({"label": label, "config": config, "core": tr["params"]["core"], "eval": r["eval"][config],
+                       "train": tr})
         mr["trials"] = trials
         print(f"[gen] {key}: trial {label} from core {tr['params']['core'][:10]}")
     C.write_json(mine_p, mine)
@@ -326,6 +330,6 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         worker(*sys.argv[2:6])
     elif len(sys.argv) > 1 and sys.argv[1] == "--import-trial":
-        import_trial(sys.argv[2], sys.argv[3])
+        import_trial(*sys.argv[2:5])
     else:
         C.experiment_main(NAME, __doc__, run, render)
