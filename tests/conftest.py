@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,14 @@ import cnfmce
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("CNFMCE_SHARED", str(REPO.parent / "shared")))
+
+
+def ctrl_c_as_in_a_terminal() -> None:
+    """``preexec_fn`` for a child that a test interrupts with SIGINT: SIGINT back to its default
+    disposition. A shell starts background jobs with SIGINT ignored and children inherit that
+    (Python then installs no KeyboardInterrupt handler), so a suite started with ``... &`` would
+    otherwise test a Ctrl-C that no terminal sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def shared_path(*parts: str) -> Path:

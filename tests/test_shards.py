@@ -23,7 +23,7 @@ import cnfmce
 from cnfmce.cli import main as cli_main
 from cnfmce.shards import ShardsError, parse_size, read_manifest
 
-from conftest import SHARED, shared_path
+from conftest import SHARED, ctrl_c_as_in_a_terminal, shared_path
 
 EOT = "<|endoftext|>"
 WORDS = [b" the", b"the", b" and", b" of", b" to", b"ing", b"tion", b" in", b" is", b"er", b"es",
@@ -429,7 +429,7 @@ def test_resume_across_files_core_reader(tok16, corpus, tmp_path, monkeypatch):
 def _run_until(cmd: List[str], out: Path, shards: int, sig: int) -> Tuple[int, str, int]:
     """Starts ``cmd``, sends ``sig`` once the manifest lists ``shards`` shards; (shards listed
     then, stderr, return code)."""
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_as_in_a_terminal)
     sent_at = None
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:

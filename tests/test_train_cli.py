@@ -17,6 +17,7 @@ import pytest
 
 import cnfmce
 
+from conftest import ctrl_c_as_in_a_terminal
 from train_helpers import SENTENCES, read_shared_docs, shared_corpus
 
 M = 3000       # raw vocabulary size
@@ -227,7 +228,8 @@ def test_keyboard_interrupt(tmp_path, command):
         ["--memory-limit", "1", big]
     env = dict(os.environ, TMPDIR=str(tmp))
     p = subprocess.Popen([sys.executable, "-m", "cnfmce.cli", *map(str, args)], env=env,
-                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=ctrl_c_as_in_a_terminal)
     try:
         t0 = time.monotonic()
         while not any(x.name.startswith("cnfmce-") for x in tmp.iterdir()):
