@@ -4,44 +4,13 @@ use std::time::Instant;
 
 use cnfmce::{Algorithm, Options, Tokenizer};
 
-fn b64(s: &[u8]) -> Vec<u8> {
-    let val = |c: u8| -> u32 {
-        match c {
-            b'A'..=b'Z' => (c - b'A') as u32,
-            b'a'..=b'z' => (c - b'a' + 26) as u32,
-            b'0'..=b'9' => (c - b'0' + 52) as u32,
-            b'+' => 62,
-            b'/' => 63,
-            _ => 0,
-        }
-    };
-    let s: Vec<u8> = s.iter().copied().filter(|&c| c != b'=').collect();
-    let mut out = Vec::new();
-    for ch in s.chunks(4) {
-        let mut acc = 0u32;
-        for (k, &c) in ch.iter().enumerate() {
-            acc |= val(c) << (18 - 6 * k);
-        }
-        let bytes = acc.to_be_bytes();
-        out.extend_from_slice(&bytes[1..ch.len()]);
-    }
-    out
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let vocab = std::fs::read(&args[1]).expect("vocab");
     let text = std::fs::read(&args[2]).expect("text");
     let alg = if args.get(3).map(|s| s.as_str()) == Some("fmm") { Algorithm::Fmm } else { Algorithm::Mce };
     let repeats: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(5);
-    let mut entries = Vec::new();
-    for line in vocab.split(|&c| c == b'\n') {
-        let mut parts = line.split(|&c| c == b' ');
-        if let (Some(a), Some(b)) = (parts.next(), parts.next()) {
-            let id: u32 = std::str::from_utf8(b).unwrap().trim().parse().unwrap();
-            entries.push((id, b64(a)));
-        }
-    }
+    let entries = cnfmce::tiktoken_entries(&vocab).expect("a tiktoken vocabulary");
     units_only(&text);
     let t0 = Instant::now();
     let tok = Tokenizer::new(entries, vec![], Options::default().with_algorithm(alg)).unwrap();

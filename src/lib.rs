@@ -5,6 +5,7 @@
 //! `cnfmce._core` extension module) live in `python/`, behind the `python` feature.
 //!
 //! - [`Tokenizer`] encodes and decodes with a [`Vocab`] and its [`Options`] ([`Algorithm`], λ, ε).
+//!   [`tiktoken_entries`] reads a published `.tiktoken` vocabulary for it.
 //! - [`train`] (or [`Trainer`], one pass at a time) trains a vocabulary from documents;
 //!   [`Counter`] (counting over [`Round`]s) and [`Filter`] (usage under MCE, selection) are its
 //!   two phases, and [`count_block`], [`BlockCounts`], [`BlockUsage`] the steps of a run spread
@@ -46,6 +47,7 @@ mod probe;
 pub mod read;
 mod refine;
 mod spill;
+mod tiktoken;
 mod tokenizer;
 mod train;
 mod trie;
@@ -65,6 +67,7 @@ pub use filter::{BlockUsage, Filter, Selected};
 pub use mce::{token_preference, Encoder, Scratch};
 pub use options::{Algorithm, Options, DEFAULT_BOUNDARY_PENALTY};
 pub use refine::{SelectionRule, CHAR_COVERAGE, CHAR_COVERAGE_SHARE, REFINE_STEPS, SCRIPT_SHARE_EXPONENT};
+pub use tiktoken::tiktoken_entries;
 pub use tokenizer::{OffsetUnit, SpecialMatcher, Tokenizer};
 pub use train::{
     default_raw_vocab_size, train, FilterStats, Pass, PassStats, TrainConfig, Trained, Trainer, BATCH_BYTES,

@@ -1258,30 +1258,7 @@ mod tests {
         let (Ok(vocab), Ok(texts)) = (std::env::var("CNFMCE_BENCH_VOCAB"), std::env::var("CNFMCE_BENCH_TEXT")) else {
             panic!("set CNFMCE_BENCH_VOCAB (a .tiktoken file) and CNFMCE_BENCH_TEXT (comma-separated files)");
         };
-        let b64 = |s: &[u8]| -> Vec<u8> {
-            let val = |c: u8| match c {
-                b'A'..=b'Z' => (c - b'A') as u32,
-                b'a'..=b'z' => (c - b'a' + 26) as u32,
-                b'0'..=b'9' => (c - b'0' + 52) as u32,
-                b'+' => 62,
-                b'/' => 63,
-                _ => 0,
-            };
-            let s: Vec<u8> = s.iter().copied().filter(|&c| c != b'=').collect();
-            let mut out = Vec::new();
-            for ch in s.chunks(4) {
-                let acc = ch.iter().enumerate().fold(0u32, |a, (k, &c)| a | val(c) << (18 - 6 * k));
-                out.extend_from_slice(&acc.to_be_bytes()[1..ch.len()]);
-            }
-            out
-        };
-        let mut toks = Vec::new();
-        for line in std::fs::read(&vocab).unwrap().split(|&c| c == b'\n') {
-            let mut parts = line.split(|&c| c == b' ');
-            if let (Some(a), Some(b)) = (parts.next(), parts.next()) {
-                toks.push((std::str::from_utf8(b).unwrap().trim().parse::<u32>().unwrap(), b64(a)));
-            }
-        }
+        let toks = crate::tiktoken_entries(&std::fs::read(&vocab).unwrap()).unwrap();
         let v = Vocab::new(toks).unwrap();
         let ac = v.automaton();
         for f in texts.split(',') {
