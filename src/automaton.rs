@@ -500,15 +500,19 @@ mod tests {
         out
     }
 
-    #[test]
-    fn matches_naive_search() {
-        let mut x = 0x2545F4914F6CDD1Du64;
-        let mut rnd = |n: u64| {
+    /// `rnd(n)`: pseudo-random numbers below `n` from a xorshift generator seeded with `x`.
+    fn xorshift(mut x: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             x % n
-        };
+        }
+    }
+
+    #[test]
+    fn matches_naive_search() {
+        let mut rnd = xorshift(0x2545F4914F6CDD1Du64);
         for round in 0..200 {
             let alpha = 2 + rnd(6) as u8 + if round % 5 == 0 { 240 } else { 0 };
             let mut pats: Vec<Vec<u8>> = Vec::new();
@@ -531,13 +535,7 @@ mod tests {
     fn steps_repeated_are_next() {
         // `step` until the byte is consumed is `next`, from every state reached on random text
         // (failure chains of several links, the root with and without a child).
-        let mut x = 0x9E3779B97F4A7C15u64;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rnd = xorshift(0x9E3779B97F4A7C15u64);
         for round in 0..100 {
             let alpha = 2 + rnd(5);
             let mut pats: Vec<Vec<u8>> = Vec::new();

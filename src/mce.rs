@@ -1178,20 +1178,29 @@ mod tests {
             let n = text.len();
             let b = n - rng.below(n / 3 + 1);
             let a = rng.below(b / 2 + 1);
-            // The exact state after consuming text[b] (root at the end of the text).
-            let mut from = ac.root();
-            for k in (b..n).rev() {
-                from = ac.next(from, text[k]);
-            }
+            let (from, want, s) = one_walk(ac, &text, a, b);
             let (mut outs, mut states) = (Vec::new(), Vec::new());
             let end = walk(ac, &text, a, b, from, &mut outs, &mut states);
-            let mut s = from;
-            for k in (a..b).rev() {
-                s = ac.next(s, text[k]);
-                assert_eq!(outs[k - a], ac.out(s), "round {round} position {k}");
-            }
+            assert_eq!(outs, want, "round {round}");
             assert_eq!(end, s, "round {round}");
         }
+    }
+
+    /// The reference for the lane walks over `text[a..b]`: the exact state after consuming
+    /// `text[b..]` from the root (as at a chunk boundary), the first pattern at every position
+    /// of `a..b` by one walk with `next`, and that walk's final state.
+    fn one_walk(ac: &Automaton, text: &[u8], a: usize, b: usize) -> (u32, Vec<u32>, u32) {
+        let mut from = ac.root();
+        for k in (b..text.len()).rev() {
+            from = ac.next(from, text[k]);
+        }
+        let mut outs = vec![0u32; b - a];
+        let mut s = from;
+        for k in (a..b).rev() {
+            s = ac.next(s, text[k]);
+            outs[k - a] = ac.out(s);
+        }
+        (from, outs, s)
     }
 
     #[test]
@@ -1226,16 +1235,7 @@ mod tests {
             let n = text.len();
             let b = n - rng.below(n / 4 + 1);
             let a = rng.below(b / 3 + 1);
-            let mut from = ac.root();
-            for k in (b..n).rev() {
-                from = ac.next(from, text[k]);
-            }
-            let mut want = vec![0u32; b - a];
-            let mut s = from;
-            for k in (a..b).rev() {
-                s = ac.next(s, text[k]);
-                want[k - a] = ac.out(s);
-            }
+            let (from, want, s) = one_walk(ac, &text, a, b);
             let (mut outs, mut states) = (Vec::new(), Vec::new());
             for lanes in [2, 8, 16] {
                 let end = match lanes {
