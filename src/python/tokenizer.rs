@@ -124,24 +124,33 @@ impl PyCoreTokenizer {
         if let Some(helpers) = batch_helpers(num_threads, texts.len())? {
             let sizes: Vec<usize> = texts.iter().map(|t| t.as_ref().len()).collect();
             let tok = &self.inner;
-            return self.lists_streamed(py, &helpers, &sizes, |k, _, scratch| {
+            let encode = |k: usize, _: &mut Vec<u8>, scratch: &mut crate::Scratch| {
                 Ok(tok.encode_with_scratch(texts[k].as_ref(), m, scratch))
-            });
+            };
+            return self.streamed(py, &helpers, &sizes, encode, |ids| Ok(self.ints.list(py, &ids)?.into_any()));
         }
         let all = py.detach(|| guarded(|| in_pool(num_threads, || self.inner.encode_batch(texts, m))))??;
         self.ints.lists(py, &all)
     }
 
-    /// The list of id lists of a batch (`encode(k, buf, scratch)`: the ids of item k), see
-    /// `streamed`.
-    fn lists_streamed<'py>(
+    /// `streamed` over strs: `f(tokenizer, utf8, scratch)` for each text, the UTF-8 of each str
+    /// made in the workers as in `map_strs` (a lone surrogate is a ValueError naming the text).
+    fn streamed_strs<'py, R: Send>(
         &self,
         py: Python<'py>,
         helpers: &rayon::ThreadPool,
-        sizes: &[usize],
-        encode: impl Fn(usize, &mut Vec<u8>, &mut crate::Scratch) -> Result<Vec<u32>, ()> + Sync,
+        texts: &[Bound<'_, PyString>],
+        f: impl Fn(&Tokenizer, &[u8], &mut crate::Scratch) -> R + Sync,
+        make: impl Fn(R) -> PyResult<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
-        self.streamed(py, helpers, sizes, encode, |ids| Ok(self.ints.list(py, &ids)?.into_any()))
+        let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
+        let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
+        let tok = &self.inner;
+        let encode = |k: usize, buf: &mut Vec<u8>, scratch: &mut crate::Scratch| {
+            let bytes = datas[k].utf8(buf)?;
+            Ok(f(tok, bytes.unwrap_or(&buf[..]), scratch))
+        };
+        self.streamed(py, helpers, &sizes, encode, make)
     }
 
     /// The list of `make(encode(k, ..))` for every item k of a batch: `encode` runs on the
@@ -384,16 +393,8 @@ impl PyCoreTokenizer {
     ) -> PyResult<Bound<'py, PyList>> {
         if let Some(helpers) = batch_helpers(num_threads, texts.len())? {
             let m = allowed.map(|a| &a.get().inner);
-            let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
-            let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
-            let tok = &self.inner;
-            return self.lists_streamed(py, &helpers, &sizes, |k, buf, scratch| {
-                let bytes = match datas[k].utf8(buf)? {
-                    Some(b) => b,
-                    None => &buf[..],
-                };
-                Ok(tok.encode_with_scratch(bytes, m, scratch))
-            });
+            let encode = |tok: &Tokenizer, bytes: &[u8], scratch: &mut crate::Scratch| tok.encode_with_scratch(bytes, m, scratch);
+            return self.streamed_strs(py, &helpers, &texts, encode, |ids| Ok(self.ints.list(py, &ids)?.into_any()));
         }
         let (all, _) = self.encode_strs(py, &texts, allowed, num_threads)?;
         self.ints.lists(py, &all)
@@ -531,17 +532,10 @@ impl PyCoreTokenizer {
     ) -> PyResult<Bound<'py, PyList>> {
         let m = allowed.map(|a| &a.get().inner);
         if let Some(helpers) = batch_helpers(num_threads, texts.len())? {
-            let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
-            let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
-            let tok = &self.inner;
-            let encode = |k: usize, buf: &mut Vec<u8>, scratch: &mut crate::Scratch| {
-                let bytes = match datas[k].utf8(buf)? {
-                    Some(b) => b,
-                    None => &buf[..],
-                };
-                Ok(tok.encode_with_offsets_scratch(bytes, m, OffsetUnit::Char, scratch))
+            let encode = |tok: &Tokenizer, bytes: &[u8], scratch: &mut crate::Scratch| {
+                tok.encode_with_offsets_scratch(bytes, m, OffsetUnit::Char, scratch)
             };
-            return self.streamed(py, &helpers, &sizes, encode, |r| super::offsets::pair(py, &self.ints, &r));
+            return self.streamed_strs(py, &helpers, &texts, encode, |r| super::offsets::pair(py, &self.ints, &r));
         }
         let all = self.map_strs(py, &texts, num_threads, |tok, bytes, scratch| {
             tok.encode_with_offsets_scratch(bytes, m, OffsetUnit::Char, scratch)
