@@ -28,6 +28,9 @@ use std::collections::VecDeque;
 pub const NONE: u32 = u32::MAX;
 /// Blocks kept open for placement; older blocks are closed.
 const OPEN_BLOCKS: usize = 16;
+/// How far ahead in the breadth-first queue the failure search's loads start (see
+/// [`Automaton::link_failures`]).
+const LINK_AHEAD: usize = 16;
 
 /// Bits of a state index in the packed layout.
 const INDEX_BITS: u32 = 28;
@@ -214,6 +217,13 @@ impl SortedKeys {
         &self.arena[self.starts[i]..self.starts[i + 1]]
     }
 
+    /// The label of the first child of the node whose keys are `lo..hi` at `depth`.
+    #[inline]
+    fn first_label(&self, depth: usize, lo: usize, hi: usize) -> Option<u8> {
+        let k = if lo < hi && self.key(lo).len() == depth { lo + 1 } else { lo };
+        (k < hi).then(|| self.key(k)[depth])
+    }
+
     /// The children of the node whose keys are `lo..hi` at `depth`: their labels and key ranges.
     fn children(&self, depth: usize, lo: usize, hi: usize, labels: &mut Vec<u8>, ranges: &mut Vec<(u32, u32)>) {
         labels.clear();
@@ -390,6 +400,27 @@ impl Automaton {
         let mut queue: VecDeque<(u32, u32, u32, u32)> = VecDeque::new();
         queue.push_back((ROOT, 0, 0, sorted.len() as u32));
         while let Some((s, depth, lo, hi)) = queue.pop_front() {
+            // The failure search of a node is a chain of dependent loads into a table far
+            // larger than the caches (a 5M-entry vocabulary: hundreds of MB); nodes are
+            // independent, so the loads of the nodes a few places ahead in the queue are
+            // started now, one link of the chain per distance (the state, its failure state,
+            // the failure state's child by the first label and that child's output).
+            if let Some(&(s2, ..)) = queue.get(LINK_AHEAD) {
+                crate::mem::prefetch(states.as_ptr().wrapping_add(s2 as usize));
+            }
+            if let Some(&(s2, ..)) = queue.get(LINK_AHEAD / 2) {
+                let f = states[s2 as usize].fail();
+                crate::mem::prefetch(states.as_ptr().wrapping_add(f as usize));
+            }
+            if let Some(&(s2, d2, lo2, hi2)) = queue.get(LINK_AHEAD / 4) {
+                let f = states[s2 as usize].fail();
+                let bf = states[f as usize].base();
+                if let Some(c) = sorted.first_label(d2 as usize, lo2 as usize, hi2 as usize) {
+                    let g = (bf ^ c as u32) as usize;
+                    crate::mem::prefetch(states.as_ptr().wrapping_add(g));
+                    crate::mem::prefetch(outs.as_ptr().wrapping_add(g));
+                }
+            }
             let d = depth as usize;
             sorted.children(d, lo as usize, hi as usize, &mut labels, &mut ranges);
             if labels.is_empty() {
