@@ -298,7 +298,6 @@ fn walk_lanes<const LANES: usize>(ac: &Automaton, text: &[u8], a: usize, b: usiz
                 unsafe {
                     let (s, consumed) = ac.step(st[l], *text.get_unchecked(k));
                     *states.get_unchecked_mut(k) = s;
-                    *outs.get_unchecked_mut(k) = ac.out(s);
                     st[l] = s;
                     left[l] -= consumed as usize;
                 }
@@ -312,7 +311,6 @@ fn walk_lanes<const LANES: usize>(ac: &Automaton, text: &[u8], a: usize, b: usiz
         for k in (lo[l]..lo[l] + left[l]).rev() {
             s = ac.next(s, text[k]);
             states[k] = s;
-            outs[k] = ac.out(s);
         }
     }
     for l in (0..LANES - 1).rev() {
@@ -326,8 +324,12 @@ fn walk_lanes<const LANES: usize>(ac: &Automaton, text: &[u8], a: usize, b: usiz
                 break;
             }
             states[k] = s;
-            outs[k] = ac.out(s);
         }
+    }
+    // The matches, read after the walk: independent loads (the walk's own chain of dependent
+    // loads touches only the 8-byte states).
+    for (o, &s) in outs.iter_mut().zip(states.iter()) {
+        *o = ac.out(s);
     }
     states[0]
 }
