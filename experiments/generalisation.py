@@ -39,7 +39,9 @@ OUT = C.OUT / "gen"
 CONFIGS = {"before": {"raw_vocab_size": 5_000_000, "selection": "paper"}, "default": {},
            "after": {"selection": "refined"}}
 # measured beside *after* (issue 13, session 4): the script shares of src/refine.rs step 4
-EXTRA_CONFIGS = {"scripts": {"selection": "refined-scripts"}}
+EXTRA_CONFIGS = {"scripts": {"selection": "refined-scripts"},
+                 # session 5: the ASCII / non-ASCII share of src/refine.rs step 5 (docs/results/frontier.md)
+                 "nonascii": {"selection": "refined-non-ascii"}}
 RUNS = [("mix", "32k"), ("mix", "128k"), ("mix", "250k"), ("en", "32k")]
 ALL_CONFIGS = dict(CONFIGS, **EXTRA_CONFIGS)
 CONFIGS = dict(ALL_CONFIGS)
@@ -81,6 +83,8 @@ def worker(corpus: str, size: str, config: str, out: str) -> None:
             "raw_vocab_size": md.get("counting", {}).get("raw_vocab_size")}
     if md.get("selection") == "refined-scripts":
         info["script_share_exponent"] = cnfmce._core.SCRIPT_SHARE_EXPONENT
+    if md.get("selection") == "refined-non-ascii":
+        info["non_ascii_share_exponent"] = cnfmce._core.NON_ASCII_SHARE_EXPONENT
     Path(out + ".json").write_text(json.dumps(info))
 
 

@@ -41,6 +41,16 @@
 //!    and in the cut. Tokens saved on a script that is a small share of the text count more, as
 //!    multilingual models sample languages by a power of their share.
 //!
+//! 5. *ASCII share* ([`SelectionRule::RefinedNonAscii`] only; instead of step 4). Every token is
+//!    either ASCII (every byte below 0x80) or not. The *mass* of each of the two groups is the
+//!    usage of its tokens in the pass just made; the tokens of the smaller group have their usage
+//!    and their score multiplied by `(larger mass / smaller mass) ^ NON_ASCII_SHARE_EXPONENT`
+//!    (the larger group's tokens, and both when the masses are equal: 1), in the choice of the
+//!    `2 * keep` exact tokens and in the cut. On a mix dominated by ASCII text (English, science,
+//!    maths, code and the ASCII words of Latin-script languages) the ids it moves come from ASCII
+//!    tokens and go to every multi-byte script at once: Han, Cyrillic, Greek, Hangul, and the
+//!    Latin words with diacritics (`docs/results/frontier.md` measured which donors cost least).
+//!
 //! The ids of every intermediate and of the final vocabulary are ordered by the usage of the
 //! pass that was just made, most used first, ties by bytes (SPEC section 4's order).
 
@@ -66,17 +76,21 @@ pub enum SelectionRule {
     /// [`SelectionRule::Refined`] with every script's tokens saved normalised by the script's
     /// share of the pass's usage (module documentation, step 4).
     RefinedScripts,
+    /// [`SelectionRule::Refined`] with the tokens saved of the smaller of the ASCII and non-ASCII
+    /// groups weighted up by the ratio of their usage (module documentation, step 5).
+    RefinedNonAscii,
 }
 
 impl SelectionRule {
-    /// `"paper"` or `"refined"`.
+    /// `"paper"`, `"refined"`, `"refined-scripts"` or `"refined-non-ascii"`.
     pub fn parse(name: &str) -> Result<Self, Error> {
         match name {
             "paper" => Ok(SelectionRule::Paper),
             "refined" => Ok(SelectionRule::Refined),
             "refined-scripts" => Ok(SelectionRule::RefinedScripts),
+            "refined-non-ascii" => Ok(SelectionRule::RefinedNonAscii),
             _ => Err(Error::Value(format!(
-                "selection must be 'paper', 'refined' or 'refined-scripts', got {name:?}"
+                "selection must be 'paper', 'refined', 'refined-scripts' or 'refined-non-ascii', got {name:?}"
             ))),
         }
     }
@@ -86,6 +100,7 @@ impl SelectionRule {
             SelectionRule::Paper => "paper",
             SelectionRule::Refined => "refined",
             SelectionRule::RefinedScripts => "refined-scripts",
+            SelectionRule::RefinedNonAscii => "refined-non-ascii",
         }
     }
 
@@ -108,6 +123,10 @@ pub const CHAR_COVERAGE_SHARE: f64 = 1.0 / 16.0;
 /// The exponent of the script normalisation of [`SelectionRule::RefinedScripts`] (module
 /// documentation, step 4).
 pub const SCRIPT_SHARE_EXPONENT: f64 = 0.25;
+
+/// The exponent of the ASCII / non-ASCII normalisation of [`SelectionRule::RefinedNonAscii`]
+/// (module documentation, step 5).
+pub const NON_ASCII_SHARE_EXPONENT: f64 = 0.5;
 
 /// The script of a token (module documentation, step 4): the one script of its characters that
 /// are neither Common nor Inherited; `None` without such a character, with two scripts, or for
@@ -148,6 +167,27 @@ pub fn script_weights(vocab: &crate::vocab::Vocab, usage: &[u64]) -> Vec<f64> {
             _ => 1.0,
         })
         .collect()
+}
+
+/// The weight of every id of `vocab` (module documentation, step 5) from the usage of the pass
+/// just made, indexed by id.
+pub fn non_ascii_weights(vocab: &crate::vocab::Vocab, usage: &[u64]) -> Vec<f64> {
+    let mut ascii = vec![true; usage.len()];
+    let (mut mass_a, mut mass_n) = (0u128, 0u128);
+    for (id, tok) in vocab.iter() {
+        let a = tok.is_ascii();
+        ascii[id as usize] = a;
+        if a {
+            mass_a += usage[id as usize] as u128;
+        } else {
+            mass_n += usage[id as usize] as u128;
+        }
+    }
+    let (lo, hi) = (mass_a.min(mass_n), mass_a.max(mass_n));
+    let w = if lo > 0 && hi > lo { (hi as f64 / lo as f64).powf(NON_ASCII_SHARE_EXPONENT) } else { 1.0 };
+    // the smaller group is weighted (ASCII when the text is mostly multi-byte)
+    let weighted_ascii = mass_a < mass_n;
+    ascii.into_iter().map(|a| if a == weighted_ascii { w } else { 1.0 }).collect()
 }
 
 /// `x * w`, rounded (exactly `x` for `w = 1`).
