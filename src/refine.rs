@@ -126,7 +126,7 @@ pub const SCRIPT_SHARE_EXPONENT: f64 = 0.25;
 
 /// The exponent of the ASCII / non-ASCII normalisation of [`SelectionRule::RefinedNonAscii`]
 /// (module documentation, step 5).
-pub const NON_ASCII_SHARE_EXPONENT: f64 = 0.5;
+pub const NON_ASCII_SHARE_EXPONENT: f64 = 0.75;
 
 /// The script of a token (module documentation, step 4): the one script of its characters that
 /// are neither Common nor Inherited; `None` without such a character, with two scripts, or for
@@ -382,6 +382,35 @@ mod tests {
         assert!(sc[2] > plain[2]);
         assert_eq!(scaled(5, 1.5), 8);
         assert_eq!(scaled(u64::MAX, 1.0), u64::MAX);
+    }
+
+    #[test]
+    fn non_ascii_share() {
+        let enc = encoder(&["ab", "cd", "αβ", "中", "  "]);
+        let id = |t: &[u8]| enc.vocab().iter().find(|(_, x)| *x == t).unwrap().0 as usize;
+        let mut usage = vec![0u64; enc.vocab().len()];
+        usage[0] = 300; // ASCII 300 + 60 + 40 = 400
+        usage[4] = 60;
+        usage[id(b"x")] = 40;
+        usage[2] = 75; // non-ASCII 75 + 25 = 100
+        usage[3] = 25;
+        let w = non_ascii_weights(enc.vocab(), &usage);
+        let g = 4f64.powf(NON_ASCII_SHARE_EXPONENT);
+        assert_eq!(&w[..5], &[1.0, 1.0, g, g, 1.0]);
+        assert_eq!((w[id(&[0xe4])], w[id(b"x")]), (g, 1.0)); // a high byte is non-ASCII
+        // mostly multi-byte text: the ASCII tokens are weighted
+        usage[2] = 1600;
+        let w = non_ascii_weights(enc.vocab(), &usage);
+        let g = (1625f64 / 400.0).powf(NON_ASCII_SHARE_EXPONENT);
+        assert_eq!(&w[..5], &[g, g, 1.0, 1.0, g]);
+        // equal masses, or no text of one group: no weight
+        usage[2] = 375;
+        assert!(non_ascii_weights(enc.vocab(), &usage).iter().all(|&x| x == 1.0));
+        let zero = vec![0u64; usage.len()];
+        assert!(non_ascii_weights(enc.vocab(), &zero).iter().all(|&x| x == 1.0));
+        assert_eq!(SelectionRule::parse("refined-non-ascii").unwrap(), SelectionRule::RefinedNonAscii);
+        assert_eq!(SelectionRule::RefinedNonAscii.name(), "refined-non-ascii");
+        assert!(SelectionRule::RefinedNonAscii.refines());
     }
 
     #[test]
