@@ -192,7 +192,10 @@ def render(res: Dict[str, Any], md: Path) -> None:
           f"{res['defaults']['raw_vocab_per_token']} x vocab_size); *after* = the chosen setting, "
           "`selection=\"refined\"` with the default raw_vocab_size; *scripts* = `selection=\"refined-scripts\"` "
           "(refined with each script's tokens saved weighted by (usage of the largest script / usage of "
-          "the script) ^ `SCRIPT_SHARE_EXPONENT`, src/refine.rs step 4), measured beside it. Gains are in characters per token over "
+          "the script) ^ `SCRIPT_SHARE_EXPONENT`, src/refine.rs step 4) and *nonascii* = `selection=\"refined-non-ascii\"` "
+          "(refined with the tokens saved of the smaller of the ASCII and non-ASCII groups weighted by (usage of the "
+          "larger group / usage of the smaller) ^ `NON_ASCII_SHARE_EXPONENT`, src/refine.rs step 5), measured beside it. "
+          "Gains are in characters per token over "
           "the same-data byte-level BPE (HF `tokenizers`, GPT-4 split) of the same size; **bold** where the "
           "issue's target is missed by *after*.", "",
           f"Machine load (1/5/15-min averages) before the runs: {', '.join(f'{x:.1f}' for x in res['load_before'])}; "

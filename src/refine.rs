@@ -126,7 +126,7 @@ pub const SCRIPT_SHARE_EXPONENT: f64 = 0.25;
 
 /// The exponent of the ASCII / non-ASCII normalisation of [`SelectionRule::RefinedNonAscii`]
 /// (module documentation, step 5).
-pub const NON_ASCII_SHARE_EXPONENT: f64 = 0.75;
+pub const NON_ASCII_SHARE_EXPONENT: f64 = 0.5;
 
 /// The script of a token (module documentation, step 4): the one script of its characters that
 /// are neither Common nor Inherited; `None` without such a character, with two scripts, or for
