@@ -5,7 +5,8 @@ scripts in the trained vocabularies (no training of the mix).
     python experiments/frontier.py --render
 
 Starts from the vocabularies of ``experiments/generalisation.py`` (``experiments/out/gen/``:
-*after* = ``selection="refined"``, *scripts* = ``selection="refined-scripts"``) and builds, with
+*after* = ``selection="refined"``, *scripts* = ``selection="refined-scripts"``, shown with
+*nonascii* = ``selection="refined-non-ascii"``, the rule these measurements led to) and builds, with
 ``cnfmce.Tokenizer.from_tokens``, vocabularies of the same size in which ``N`` ids change hands:
 
 * *the letterless donor* (the idea of the previous session's closing note): the tokens of the
@@ -174,6 +175,9 @@ def run(args: Any) -> Dict[str, Any]:
                                                           for c in C.CATEGORIES), flush=True)
 
         measure("after", "trained", R, 0, None)
+        np_ = GEN / f"mix-{size}-nonascii.run.cnfmce.json.gz"
+        if np_.exists():  # the rule of src/refine.rs step 5, trained by generalisation.py
+            measure("nonascii", "trained", tokens_of(cnfmce.Tokenizer.load(str(np_))), 0, None)
         if S is not None:
             measure("scripts", "trained", S, 0, None)
             small = [t for t in S if t not in have and group(t) not in ("LATIN", "none", "byte", "bytes")]
