@@ -1,13 +1,18 @@
 //! A bytewise double-array Aho-Corasick automaton over the reversed tokens, built for large
 //! vocabularies with little memory.
 //!
-//! Layout: one array of 16-byte states `{base, fail, out, check}`. The children of a state with
+//! Layout: one array of 8-byte states, each packing `base` and `fail` (28 bits each) and a
+//! `check` byte, and beside it the array `out` (4 bytes per state). The children of a state with
 //! base `b` sit at `b ^ c` for their byte `c` (XOR keeps them inside one 256-slot block) and hold
-//! `check == c`; bases are unique, so a matching check proves the parent. States without children
-//! point their base at a guard block whose checks match no byte. `out` is the first pattern on
-//! the state's failure chain (itself included): matches are read by following `next` links in the
-//! pattern table, longest first. Each pattern also summarises its whole chain (the lengths as a
-//! bit mask, the count), so that the encoder can often decide without following the links.
+//! `check == c`; bases are unique, so a matching check proves the parent. A slot that is no
+//! child (free, the root) holds `check = slot ^ o` for an offset `o` that no state of its block
+//! uses as a base, so no lookup matches it. States without children point their base at a guard
+//! block of such slots. The walk reads only the 8-byte states (an L2 miss per byte on large
+//! vocabularies: half the footprint of the earlier 16-byte states); `out`, the first pattern on
+//! the state's failure chain (itself included), is read afterwards for the states reached:
+//! matches are read by following `next` links in the pattern table, longest first. Each pattern
+//! also summarises its whole chain (the lengths as a bit mask, the count), so that the encoder can
+//! often decide without following the links.
 //!
 //! The build walks the sorted patterns as ranges of keys sharing a prefix, so no intermediate
 //! trie is stored, in two phases: depth first to place the states (a path from the root lands in
@@ -16,24 +21,58 @@
 //! complete when needed; [`Automaton::link_failures`]). Peak memory is the final arrays plus the sorted
 //! keys and the traversal frontier.
 
+use crate::error::Error;
 use std::collections::VecDeque;
 
 /// No pattern / no state.
 pub const NONE: u32 = u32::MAX;
-const EMPTY: u32 = u32::MAX;
 /// Blocks kept open for placement; older blocks are closed.
 const OPEN_BLOCKS: usize = 16;
 
-#[derive(Clone, Copy, Debug)]
-#[repr(C)]
-struct State {
-    base: u32,
-    fail: u32,
-    out: u32,
-    check: u32,
+/// Bits of a state index in the packed layout.
+const INDEX_BITS: u32 = 28;
+const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
+/// The most state slots (the guard block included) that the packed layout can index.
+pub const MAX_STATES: usize = 1 << INDEX_BITS;
+
+/// A state: `base` (bits 0..28), `fail` (bits 28..56), `check` (bits 56..64). During the build
+/// base 0 means "no children" (no real state has base 0: that offset of block 0 is reserved).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(transparent)]
+struct State(u64);
+
+impl State {
+    #[inline(always)]
+    fn new(base: u32, fail: u32, check: u8) -> Self {
+        State(base as u64 | (fail as u64) << INDEX_BITS | (check as u64) << 56)
+    }
+    #[inline(always)]
+    fn base(self) -> u32 {
+        (self.0 & INDEX_MASK) as u32
+    }
+    #[inline(always)]
+    fn fail(self) -> u32 {
+        (self.0 >> INDEX_BITS & INDEX_MASK) as u32
+    }
+    #[inline(always)]
+    fn check(self) -> u8 {
+        (self.0 >> 56) as u8
+    }
+    #[inline(always)]
+    fn with_base(self, base: u32) -> Self {
+        State(self.0 & !INDEX_MASK | base as u64)
+    }
+    #[inline(always)]
+    fn with_fail(self, fail: u32) -> Self {
+        State(self.0 & !(INDEX_MASK << INDEX_BITS) | (fail as u64) << INDEX_BITS)
+    }
+    #[inline(always)]
+    fn with_check(self, check: u8) -> Self {
+        State(self.0 & !(0xFF << 56) | (check as u64) << 56)
+    }
 }
 
-const FREE_STATE: State = State { base: 0, fail: 0, out: NONE, check: EMPTY };
+const FREE_STATE: State = State(0);
 
 /// Longest pattern length that [`Pattern::lens`] can describe.
 pub const MASK_LEN: usize = 64;
@@ -56,6 +95,8 @@ pub struct Pattern {
 
 pub struct Automaton {
     states: Vec<State>,
+    /// The first pattern of each state's chain ([`NONE`] for none), by state.
+    outs: Vec<u32>,
     patterns: Vec<Pattern>,
     root_next: Box<[u32; 256]>,
     /// The smallest ε of any pattern (0 without patterns).
@@ -124,7 +165,6 @@ impl Block {
         None
     }
 }
-
 /// The patterns sorted, in one arena: the trie of the build is implicit, a node being the range
 /// of keys that share its prefix.
 struct SortedKeys {
@@ -197,52 +237,69 @@ impl SortedKeys {
 
 impl Automaton {
     /// Builds the automaton of `patterns` (`(bytes, value)`), which are matched as given (the
-    /// caller reverses tokens). Patterns must be non-empty and distinct.
-    pub fn build(keys: &[&[u8]], values: &[(u32, f64)]) -> Self {
+    /// caller reverses tokens). Patterns must be non-empty and distinct. Fails when the states
+    /// would not fit the packed layout ([`MAX_STATES`] slots).
+    pub fn build(keys: &[&[u8]], values: &[(u32, f64)]) -> Result<Self, Error> {
+        Self::build_limited(keys, values, MAX_STATES)
+    }
+
+    /// [`Self::build`] with at most `max_states` slots (at most [`MAX_STATES`]; smaller limits
+    /// test the failure).
+    fn build_limited(keys: &[&[u8]], values: &[(u32, f64)], max_states: usize) -> Result<Self, Error> {
         debug_assert_eq!(keys.len(), values.len());
+        let max_states = max_states.min(MAX_STATES);
         let sorted = SortedKeys::new(keys);
-        let (mut states, root_next) = Self::place_states(&sorted);
-        let patterns = Self::link_failures(&mut states, &root_next, &sorted, values);
-        // The guard block: checks that match no byte, for states without children.
-        let guard = states.len() as u32;
-        states.resize(states.len() + 256, FREE_STATE);
+        let (mut states, root_next) = Self::place_states(&sorted, max_states)?;
+        let mut outs: Vec<u32> = Vec::with_capacity(states.len());
+        crate::mem::advise_huge(&outs);
+        outs.resize(states.len(), NONE);
+        let patterns = Self::link_failures(&mut states, &mut outs, &root_next, &sorted, values);
+        drop(sorted);
+        // States without children: the guard block (the last one).
+        let guard = (states.len() - 256) as u32;
         for st in states.iter_mut() {
-            if st.base == NONE {
-                st.base = guard;
+            if st.base() == 0 {
+                *st = st.with_base(guard);
             }
         }
         states.shrink_to_fit();
         let min_eps = values.iter().map(|v| v.1).fold(f64::INFINITY, f64::min);
         let min_eps = if min_eps.is_finite() { min_eps } else { 0.0 };
-        Automaton { states, patterns, root_next, min_eps }
+        Ok(Automaton { states, outs, patterns, root_next, min_eps })
     }
 
     /// Phase 1 of the build: every trie node gets a state, placed depth first (so that a path
     /// from the root lies in nearby memory, which the scan follows) with first fit among the
-    /// open blocks. Leaves get base `NONE` (the guard block, appended later); `fail` and `out`
-    /// are filled by phase 2.
-    fn place_states(sorted: &SortedKeys) -> (Vec<State>, Box<[u32; 256]>) {
+    /// open blocks, then the guard block is appended and every slot that is no child gets a
+    /// check no lookup matches (see the module documentation). Leaves keep base 0 (pointed at
+    /// the guard block at the end); `fail` and the outputs are filled by phase 2.
+    fn place_states(sorted: &SortedKeys, max_states: usize) -> Result<(Vec<State>, Box<[u32; 256]>), Error> {
         let total = sorted.arena.len();
         // At most one state per key byte; reserving that much costs address space, not memory.
-        let mut states: Vec<State> = Vec::with_capacity(total + total / 8 + 1024);
+        let mut states: Vec<State> = Vec::with_capacity((total + total / 8 + 1024).min(max_states));
         crate::mem::advise_huge(&states);
         // Block 0 holds the root at slot 0; the guard block is appended at the end.
         states.resize(256, FREE_STATE);
         let mut blocks: Vec<Block> = vec![Block::new()];
         blocks[0].take(0);
-        // Base 0 marks "children not placed yet" during the build, so no state may use it.
+        // Base 0 marks "no children" during the build, so no state may use it.
         blocks[0].used_base[0] |= 1;
         let mut open: VecDeque<usize> = VecDeque::from([0usize]);
-        states[0] = State { base: 0, fail: ROOT, out: NONE, check: EMPTY };
         let mut root_next = Box::new([ROOT; 256]);
         let mut labels: Vec<u8> = Vec::with_capacity(256);
         let mut ranges: Vec<(u32, u32)> = Vec::with_capacity(256);
         let mut stack: Vec<(u32, u32, u32, u32)> = vec![(ROOT, 0, 0, sorted.len() as u32)];
+        let too_many = || {
+            Error::Value(format!(
+                "the vocabulary is too large for the automaton: its states would exceed {max_states} slots \
+                 ({} tokens, {total} bytes)",
+                sorted.len()
+            ))
+        };
         while let Some((s, depth, lo, hi)) = stack.pop() {
             sorted.children(depth as usize, lo as usize, hi as usize, &mut labels, &mut ranges);
             if labels.is_empty() {
-                states[s as usize].base = NONE; // fixed to the guard block at the end
-                continue;
+                continue; // base stays 0: the guard block
             }
             // First fit among the open blocks, else a new block.
             let mut placed = None;
@@ -255,6 +312,10 @@ impl Automaton {
             let (qi, bi, o) = match placed {
                 Some(p) => p,
                 None => {
+                    // This block and the guard block must fit.
+                    if states.len() + 512 > max_states {
+                        return Err(too_many());
+                    }
                     let bi = blocks.len();
                     blocks.push(Block::new());
                     states.resize(states.len() + 256, FREE_STATE);
@@ -270,10 +331,10 @@ impl Automaton {
             }
             let full = block.nfree < 8;
             let base = (bi * 256 + o) as u32;
-            states[s as usize].base = base;
+            states[s as usize] = states[s as usize].with_base(base);
             for (&c, &(clo, chi)) in labels.iter().zip(ranges.iter()).rev() {
                 let t = base ^ c as u32;
-                states[t as usize] = State { base: 0, fail: ROOT, out: NONE, check: c as u32 };
+                states[t as usize] = State::new(0, ROOT, c);
                 if s == ROOT {
                     root_next[c as usize] = t;
                 }
@@ -285,13 +346,42 @@ impl Automaton {
                 open.pop_front();
             }
         }
-        (states, root_next)
+        if states.len() + 256 > max_states {
+            return Err(too_many());
+        }
+        // The guard block: offset 0 is the base of every state without children.
+        let mut guard = Block::new();
+        guard.used_base[0] |= 1;
+        blocks.push(guard);
+        states.resize(states.len() + 256, FREE_STATE);
+        // Base 0 of block 0 is reserved, not a real base, so it may serve as `o` there.
+        blocks[0].used_base[0] &= !1;
+        for (bi, block) in blocks.iter().enumerate() {
+            let Some(o) = (0..256).find(|&o| !block.base_used(o)) else {
+                // Every offset is a base: all 256 slots are children (a base has a child of its
+                // own in the block), and none needs a non-matching check.
+                continue;
+            };
+            for slot in 0..256usize {
+                if block.is_free(slot) || (bi == 0 && slot == ROOT as usize) {
+                    let t = bi * 256 + slot;
+                    states[t] = states[t].with_check((slot ^ o) as u8);
+                }
+            }
+        }
+        Ok((states, root_next))
     }
 
     /// Phase 2 of the build: failure links and outputs breadth first (a failure state is
     /// shallower, so it is complete when its dependents are reached), and the patterns with
     /// their chains (a chain's tail is shorter, so it is complete too).
-    fn link_failures(states: &mut [State], root_next: &[u32; 256], sorted: &SortedKeys, values: &[(u32, f64)]) -> Vec<Pattern> {
+    fn link_failures(
+        states: &mut [State],
+        outs: &mut [u32],
+        root_next: &[u32; 256],
+        sorted: &SortedKeys,
+        values: &[(u32, f64)],
+    ) -> Vec<Pattern> {
         let mut patterns: Vec<Pattern> = Vec::with_capacity(sorted.len());
         crate::mem::advise_huge(&patterns);
         patterns.resize(sorted.len(), Pattern { eps: 0.0, lens: 0, id: 0, len: 0, next: NONE, chain: 0 });
@@ -305,8 +395,8 @@ impl Automaton {
             if labels.is_empty() {
                 continue;
             }
-            let base = states[s as usize].base;
-            let s_fail = states[s as usize].fail;
+            let base = states[s as usize].base();
+            let s_fail = states[s as usize].fail();
             for (&c, &(clo, chi)) in labels.iter().zip(ranges.iter()) {
                 let t = base ^ c as u32;
                 let fail = if s == ROOT {
@@ -320,10 +410,10 @@ impl Automaton {
                         if f == ROOT {
                             break ROOT;
                         }
-                        f = states[f as usize].fail;
+                        f = states[f as usize].fail();
                     }
                 };
-                let mut out = states[fail as usize].out;
+                let mut out = outs[fail as usize];
                 if sorted.key(clo as usize).len() == d + 1 {
                     // A pattern ends at the child (the first key of its range; at most one).
                     let pi = sorted.order[clo as usize];
@@ -341,9 +431,8 @@ impl Automaton {
                     patterns[pi as usize] = Pattern { eps, lens, id, len, next: out, chain: chain + 1 };
                     out = pi;
                 }
-                let st = &mut states[t as usize];
-                st.fail = fail;
-                st.out = out;
+                states[t as usize] = states[t as usize].with_fail(fail);
+                outs[t as usize] = out;
                 queue.push_back((t, depth + 1, clo, chi));
             }
         }
@@ -357,12 +446,13 @@ impl Automaton {
             let t = root_next[c as usize];
             return (t != ROOT).then_some(t);
         }
-        let b = states[s as usize].base;
-        if b == NONE {
+        let b = states[s as usize].base();
+        if b == 0 {
             return None;
         }
+        // A base points at a whole block, so b ^ c is a slot.
         let t = (b ^ c as u32) as usize;
-        (t < states.len() && states[t].check == c as u32).then_some(t as u32)
+        (states[t].check() == c).then_some(t as u32)
     }
 
     /// The state after consuming `c` in state `s`.
@@ -375,12 +465,12 @@ impl Automaton {
             }
             // SAFETY: states are < states.len(); bases point at a full 256-slot block (a real
             // one or the guard), so base ^ c stays in range.
-            let st = unsafe { self.states.get_unchecked(s as usize) };
-            let t = st.base ^ c as u32;
-            if unsafe { self.states.get_unchecked(t as usize) }.check == c as u32 {
+            let st = unsafe { *self.states.get_unchecked(s as usize) };
+            let t = st.base() ^ c as u32;
+            if unsafe { self.states.get_unchecked(t as usize) }.check() == c {
                 return t;
             }
-            s = st.fail;
+            s = st.fail();
         }
     }
 
@@ -393,22 +483,28 @@ impl Automaton {
     #[inline(always)]
     pub fn step(&self, s: u32, c: u8) -> (u32, bool) {
         // SAFETY: as in `next`; the root table has 256 entries.
-        let st = unsafe { self.states.get_unchecked(s as usize) };
+        let st = unsafe { *self.states.get_unchecked(s as usize) };
         let at_root = s == ROOT;
         let via_root = unsafe { *self.root_next.get_unchecked(c as usize) };
         // Selected by masks, so that the compiler emits no branch.
         let root_mask = 0u32.wrapping_sub(at_root as u32);
-        let t = (via_root & root_mask) | ((st.base ^ c as u32) & !root_mask);
-        let ok = at_root | (unsafe { self.states.get_unchecked(t as usize) }.check == c as u32);
+        let t = (via_root & root_mask) | ((st.base() ^ c as u32) & !root_mask);
+        let ok = at_root | (unsafe { self.states.get_unchecked(t as usize) }.check() == c);
         let ok_mask = 0u32.wrapping_sub(ok as u32);
-        ((t & ok_mask) | (st.fail & !ok_mask), ok)
+        ((t & ok_mask) | (st.fail() & !ok_mask), ok)
     }
 
     /// The first (longest) pattern matching at state `s`, or [`NONE`].
     #[inline(always)]
     pub fn out(&self, s: u32) -> u32 {
         // SAFETY: s is a valid state.
-        unsafe { self.states.get_unchecked(s as usize) }.out
+        unsafe { *self.outs.get_unchecked(s as usize) }
+    }
+
+    /// Where the output of state `s` lives (for prefetching; any `s` is allowed).
+    #[inline(always)]
+    pub fn out_ptr(&self, s: u32) -> *const u32 {
+        self.outs.as_ptr().wrapping_add(s as usize)
     }
 
     /// Pattern `p` (an index from [`Self::out`] or [`Pattern::next`]).
@@ -439,6 +535,7 @@ impl Automaton {
 
     pub fn heap_bytes(&self) -> usize {
         self.states.capacity() * std::mem::size_of::<State>()
+            + self.outs.capacity() * std::mem::size_of::<u32>()
             + self.patterns.capacity() * std::mem::size_of::<Pattern>()
             + 256 * 4
     }
@@ -525,7 +622,7 @@ mod tests {
             }
             let refs: Vec<&[u8]> = pats.iter().map(|p| p.as_slice()).collect();
             let vals: Vec<(u32, f64)> = (0..refs.len()).map(|k| (k as u32 * 3, 0.0)).collect();
-            let a = Automaton::build(&refs, &vals);
+            let a = Automaton::build(&refs, &vals).unwrap();
             let text: Vec<u8> = (0..rnd(200)).map(|_| (rnd(alpha as u64) as u8).wrapping_mul(37)).collect();
             assert_eq!(scan(&a, &text), naive(&refs, &text), "round {round}");
         }
@@ -547,7 +644,7 @@ mod tests {
             }
             let refs: Vec<&[u8]> = pats.iter().map(|p| p.as_slice()).collect();
             let vals: Vec<(u32, f64)> = (0..refs.len()).map(|k| (k as u32, 0.0)).collect();
-            let a = Automaton::build(&refs, &vals);
+            let a = Automaton::build(&refs, &vals).unwrap();
             let mut s = a.root();
             for i in 0..300 {
                 let c = if i % 17 == 16 { b'z' } else { b'a' + rnd(alpha + 1) as u8 };
@@ -576,8 +673,101 @@ mod tests {
         pats.push(b"abcabc".to_vec());
         let refs: Vec<&[u8]> = pats.iter().map(|p| p.as_slice()).collect();
         let vals: Vec<(u32, f64)> = (0..refs.len()).map(|k| (k as u32 * 3, 0.0)).collect();
-        let a = Automaton::build(&refs, &vals);
+        let a = Automaton::build(&refs, &vals).unwrap();
         let text: Vec<u8> = [vec![b'a'; 310], b"xabcabcabc\xff\x00".to_vec()].concat();
         assert_eq!(scan(&a, &text), naive(&refs, &text));
+    }
+
+    /// Every goto of the packed layout: from each trie node (the string `w`, state `s`), a
+    /// step on byte `c` is a transition exactly when `w + c` is a prefix of some pattern, and
+    /// lands on that prefix's state; free slots, the root's slot and the guard block match no
+    /// lookup. All 256 byte values, blocks filled to every density (a node with all 256
+    /// children, single children, leaves).
+    #[test]
+    fn gotos_are_the_trie_on_all_byte_values() {
+        let mut rnd = xorshift(0xD1B54A32D192ED03u64);
+        for round in 0..40 {
+            let mut pats: Vec<Vec<u8>> = Vec::new();
+            if round % 4 == 0 {
+                // A node with all 256 children, and the root with all 256.
+                pats.extend((0..=255u8).map(|b| vec![b]));
+                pats.extend((0..=255u8).map(|b| vec![7, b]));
+            }
+            for _ in 0..1 + rnd(300) {
+                let alpha = if rnd(2) == 0 { 256 } else { 3 };
+                let p: Vec<u8> = (0..1 + rnd(6)).map(|_| rnd(alpha) as u8).collect();
+                if !pats.contains(&p) {
+                    pats.push(p);
+                }
+            }
+            let refs: Vec<&[u8]> = pats.iter().map(|p| p.as_slice()).collect();
+            let vals: Vec<(u32, f64)> = (0..refs.len()).map(|k| (k as u32, 0.0)).collect();
+            let a = Automaton::build(&refs, &vals).unwrap();
+            let prefixes: std::collections::HashSet<&[u8]> =
+                pats.iter().flat_map(|p| (1..=p.len()).map(move |l| &p[..l])).collect();
+            let mut seen = std::collections::HashMap::new();
+            let mut todo: Vec<(Vec<u8>, u32)> = vec![(Vec::new(), a.root())];
+            while let Some((w, s)) = todo.pop() {
+                for c in 0..=255u8 {
+                    let mut wc = w.clone();
+                    wc.push(c);
+                    let is_prefix = prefixes.contains(wc.as_slice());
+                    let t = if s == a.root() {
+                        let t = a.next(s, c);
+                        assert_eq!(t != a.root(), is_prefix, "round {round}: root by {c}");
+                        t
+                    } else {
+                        let (t, consumed) = a.step(s, c);
+                        assert_eq!(consumed, is_prefix, "round {round}: {w:?} by {c}");
+                        t
+                    };
+                    if is_prefix {
+                        assert!(seen.insert(t, wc.clone()).is_none(), "round {round}: two prefixes share state {t}");
+                        todo.push((wc, t));
+                    }
+                }
+            }
+            assert_eq!(seen.len(), prefixes.len());
+            let text: Vec<u8> = (0..400).map(|i| if i % 3 == 0 { 7 } else { rnd(256) as u8 }).collect();
+            let naive_vals: Vec<&[u8]> = refs.clone();
+            let want: Vec<(usize, usize, u32)> =
+                naive(&naive_vals, &text).into_iter().map(|(i, l, v)| (i, l, v / 3)).collect();
+            assert_eq!(scan(&a, &text), want, "round {round}");
+        }
+    }
+
+    /// The packed fields hold every index up to the layout's limit.
+    #[test]
+    fn packed_fields_at_the_limit() {
+        let top = (MAX_STATES - 1) as u32;
+        for &(b, f, c) in &[(top, top, 255u8), (0, top, 0), (top, 0, 255), (1, 2, 3), (top - 1, 1, 128)] {
+            let s = State::new(b, f, c);
+            assert_eq!((s.base(), s.fail(), s.check()), (b, f, c));
+            let s = s.with_base(top ^ b).with_fail(top ^ f).with_check(!c);
+            assert_eq!((s.base(), s.fail(), s.check()), (top ^ b, top ^ f, !c));
+        }
+    }
+
+    /// A vocabulary whose states exceed the layout's limit is refused with a clear error (here
+    /// with a small limit: the same check guards [`MAX_STATES`]); exactly at the limit it builds.
+    #[test]
+    fn too_many_states_is_an_error() {
+        let mut rnd = xorshift(0x5851F42D4C957F2Du64);
+        let pats: Vec<Vec<u8>> = (0..2000).map(|_| (0..1 + rnd(12)).map(|_| rnd(256) as u8).collect()).collect();
+        let mut pats: Vec<Vec<u8>> = pats;
+        pats.sort();
+        pats.dedup();
+        let refs: Vec<&[u8]> = pats.iter().map(|p| p.as_slice()).collect();
+        let vals: Vec<(u32, f64)> = (0..refs.len()).map(|k| (k as u32 * 3, 0.0)).collect();
+        let need = Automaton::build(&refs, &vals).unwrap().num_states();
+        assert!(need > 1024);
+        let a = Automaton::build_limited(&refs, &vals, need).unwrap();
+        let text: Vec<u8> = (0..3000).map(|_| rnd(256) as u8).collect();
+        assert_eq!(scan(&a, &text), naive(&refs, &text));
+        for limit in [need - 1, need / 2, 300] {
+            let e = Automaton::build_limited(&refs, &vals, limit).err().expect("over the limit");
+            let msg = e.to_string();
+            assert!(msg.contains("too large for the automaton") && msg.contains(&limit.to_string()), "{msg}");
+        }
     }
 }

@@ -129,7 +129,7 @@ impl Vocab {
             values.push((id, token_preference(id)));
         }
         let keys: Vec<&[u8]> = spans.iter().map(|r| &rev[r.clone()]).collect();
-        let automaton = Automaton::build(&keys, &values);
+        let automaton = Automaton::build(&keys, &values)?;
         drop(keys);
         let mut pairs = Box::new([0u64; 1024]);
         for id in 0..(offsets.len() - 1) {
