@@ -210,6 +210,32 @@ def render(res: Dict[str, Any], md: Path) -> None:
           f"Machine load (1/5/15-min averages) before the run: {', '.join(f'{x:.1f}' for x in res['load_before'])}; "
           f"after: {', '.join(f'{x:.1f}' for x in res['load_after'])}.", ""]
     cols = [(k, c) for k in ("indomain", "heldout") for c in C.CATEGORIES]
+    L += ["## Findings", ""]
+    for size, r in res["runs"].items():
+        base = next(x for x in r["rows"] if x["label"] == "after")["gain"]
+        d = lambda x, k, c: C.pct(x["gain"][k][c] - base[k][c], sign=True)  # noqa: E731
+        parts = []
+        for x in r["rows"]:
+            if x["kind"] == "letterless donor" and "small-script" in x["label"]:
+                parts.append(f"from {x['donor']} tokens, code {d(x, 'indomain', 'code')} / {d(x, 'heldout', 'code')}, "
+                             f"zh held-out {d(x, 'heldout', 'zh')}, multi {d(x, 'indomain', 'multi')} / {d(x, 'heldout', 'multi')}")
+        if parts:
+            L.append(f"* {size}, the {next(x['n'] for x in r['rows'] if 'small-script' in x['label']):,} small-script ids "
+                     "of *scripts* given to *after* (points against *after*, in-domain / held-out): " + "; ".join(parts) + ".")
+        hit = [x for x in r["rows"] if x["kind"] == "zh frontier" and x["gain"]["indomain"]["zh"] >= 0.10]
+        if hit:
+            n = min(x["n"] for x in hit)
+            L.append(f"* {size}, zh in-domain reaches +10% with {n:,} more Han ids; then, by donor (points against "
+                     "*after*, in-domain / held-out): " + "; ".join(
+                         f"{x['donor']}: en {d(x, 'indomain', 'en')} / {d(x, 'heldout', 'en')}, code {d(x, 'indomain', 'code')}"
+                         f" / {d(x, 'heldout', 'code')}, multi {d(x, 'indomain', 'multi')} / {d(x, 'heldout', 'multi')}"
+                         for x in hit if x["n"] == n) + ".")
+        else:
+            top = max((x for x in r["rows"] if x["kind"] == "zh frontier"), key=lambda x: x["gain"]["indomain"]["zh"], default=None)
+            if top:
+                L.append(f"* {size}, zh in-domain stays below +10% up to {top['n']:,} more Han ids "
+                         f"({C.pct(top['gain']['indomain']['zh'], sign=True)}).")
+    L.append("")
     hdr = ["vocabulary", "ids moved"] + [f"{'in' if k == 'indomain' else 'held'} {c}" for k, c in cols] + [
         "Latin / Han / letterless ids", "multi languages below the BPE (in-domain; held-out)"]
     for size, r in res["runs"].items():
