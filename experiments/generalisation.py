@@ -39,7 +39,9 @@ OUT = C.OUT / "gen"
 CONFIGS = {"before": {"raw_vocab_size": 5_000_000, "selection": "paper"}, "default": {},
            "after": {"selection": "refined"}}
 # measured beside *after* (issue 13, session 4): the script shares of src/refine.rs step 4
-EXTRA_CONFIGS = {"scripts": {"selection": "refined-scripts"}}
+EXTRA_CONFIGS = {"scripts": {"selection": "refined-scripts"},
+                 # session 5: the ASCII / non-ASCII share of src/refine.rs step 5 (docs/results/frontier.md)
+                 "nonascii": {"selection": "refined-non-ascii"}}
 RUNS = [("mix", "32k"), ("mix", "128k"), ("mix", "250k"), ("en", "32k")]
 ALL_CONFIGS = dict(CONFIGS, **EXTRA_CONFIGS)
 CONFIGS = dict(ALL_CONFIGS)
@@ -81,6 +83,8 @@ def worker(corpus: str, size: str, config: str, out: str) -> None:
             "raw_vocab_size": md.get("counting", {}).get("raw_vocab_size")}
     if md.get("selection") == "refined-scripts":
         info["script_share_exponent"] = cnfmce._core.SCRIPT_SHARE_EXPONENT
+    if md.get("selection") == "refined-non-ascii":
+        info["non_ascii_share_exponent"] = cnfmce._core.NON_ASCII_SHARE_EXPONENT
     Path(out + ".json").write_text(json.dumps(info))
 
 
@@ -188,7 +192,10 @@ def render(res: Dict[str, Any], md: Path) -> None:
           f"{res['defaults']['raw_vocab_per_token']} x vocab_size); *after* = the chosen setting, "
           "`selection=\"refined\"` with the default raw_vocab_size; *scripts* = `selection=\"refined-scripts\"` "
           "(refined with each script's tokens saved weighted by (usage of the largest script / usage of "
-          "the script) ^ `SCRIPT_SHARE_EXPONENT`, src/refine.rs step 4), measured beside it. Gains are in characters per token over "
+          "the script) ^ `SCRIPT_SHARE_EXPONENT`, src/refine.rs step 4) and *nonascii* = `selection=\"refined-non-ascii\"` "
+          "(refined with the tokens saved of the smaller of the ASCII and non-ASCII groups weighted by (usage of the "
+          "larger group / usage of the smaller) ^ `NON_ASCII_SHARE_EXPONENT`, src/refine.rs step 5), measured beside it. "
+          "Gains are in characters per token over "
           "the same-data byte-level BPE (HF `tokenizers`, GPT-4 split) of the same size; **bold** where the "
           "issue's target is missed by *after*.", "",
           f"Machine load (1/5/15-min averages) before the runs: {', '.join(f'{x:.1f}' for x in res['load_before'])}; "

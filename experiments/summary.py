@@ -189,9 +189,17 @@ whole source packages and evaluated both *in-domain* and *held-out-by-package*.
 script and token length); [selection.md](selection.md): the selection variants measured and the
 raw vocabulary multiples (the table that chose `RAW_VOCAB_PER_TOKEN`);
 [generalisation.md](generalisation.md): before/after with `cnfmce.train` itself
-(`python experiments/generalisation.py`), per category and per language;
+(`python experiments/generalisation.py`), per category and per language, with the opt-in
+`selection="refined-scripts"` (*scripts*, its exponents 0.5 and 0.25 at 32k), the 32k trial of a
+larger character cap and `selection="refined-non-ascii"` (*nonascii*, the setting recommended for
+Chinese and multilingual vocabularies at 128k and above; exponent 0.75 as a 128k trial), both
+in-domain and held-out-by-package;
 [languages.md](languages.md): the languages of multi still below the BPE, their script's tokens in
-each vocabulary and where their tokens go (`python experiments/languages.py`);
+each vocabulary, every vocabulary's ids per script against the BPE's, and where their tokens go
+(`python experiments/languages.py`);
+[frontier.md](frontier.md): what the missed zh and multi targets cost in ids, measured by moving ids
+between scripts in the trained vocabularies (which donors cost least: ASCII tokens, not letterless
+ones), the measurement behind `selection="refined-non-ascii"` (`python experiments/frontier.py`);
 [thresholds.md](thresholds.md): counting thresholds of rounds 2 and 3 around the paper's 80
 (`python experiments/thresholds.py`).
 """

@@ -66,7 +66,9 @@ pub(crate) use error::show_bytes;
 pub use filter::{BlockUsage, Filter, Selected};
 pub use mce::{token_preference, Encoder, Scratch};
 pub use options::{Algorithm, Options, DEFAULT_BOUNDARY_PENALTY};
-pub use refine::{SelectionRule, CHAR_COVERAGE, CHAR_COVERAGE_SHARE, REFINE_STEPS, SCRIPT_SHARE_EXPONENT};
+pub use refine::{
+    SelectionRule, CHAR_COVERAGE, CHAR_COVERAGE_SHARE, NON_ASCII_SHARE_EXPONENT, REFINE_STEPS, SCRIPT_SHARE_EXPONENT,
+};
 pub use tiktoken::tiktoken_entries;
 pub use tokenizer::{OffsetUnit, SpecialMatcher, Tokenizer};
 pub use train::{

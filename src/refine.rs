@@ -41,6 +41,16 @@
 //!    and in the cut. Tokens saved on a script that is a small share of the text count more, as
 //!    multilingual models sample languages by a power of their share.
 //!
+//! 5. *ASCII share* ([`SelectionRule::RefinedNonAscii`] only; instead of step 4). Every token is
+//!    either ASCII (every byte below 0x80) or not. The *mass* of each of the two groups is the
+//!    usage of its tokens in the pass just made; the tokens of the smaller group have their usage
+//!    and their score multiplied by `(larger mass / smaller mass) ^ NON_ASCII_SHARE_EXPONENT`
+//!    (the larger group's tokens, and both when the masses are equal: 1), in the choice of the
+//!    `2 * keep` exact tokens and in the cut. On a mix dominated by ASCII text (English, science,
+//!    maths, code and the ASCII words of Latin-script languages) the ids it moves come from ASCII
+//!    tokens and go to every multi-byte script at once: Han, Cyrillic, Greek, Hangul, and the
+//!    Latin words with diacritics (`docs/results/frontier.md` measured which donors cost least).
+//!
 //! The ids of every intermediate and of the final vocabulary are ordered by the usage of the
 //! pass that was just made, most used first, ties by bytes (SPEC section 4's order).
 
@@ -66,17 +76,21 @@ pub enum SelectionRule {
     /// [`SelectionRule::Refined`] with every script's tokens saved normalised by the script's
     /// share of the pass's usage (module documentation, step 4).
     RefinedScripts,
+    /// [`SelectionRule::Refined`] with the tokens saved of the smaller of the ASCII and non-ASCII
+    /// groups weighted up by the ratio of their usage (module documentation, step 5).
+    RefinedNonAscii,
 }
 
 impl SelectionRule {
-    /// `"paper"` or `"refined"`.
+    /// `"paper"`, `"refined"`, `"refined-scripts"` or `"refined-non-ascii"`.
     pub fn parse(name: &str) -> Result<Self, Error> {
         match name {
             "paper" => Ok(SelectionRule::Paper),
             "refined" => Ok(SelectionRule::Refined),
             "refined-scripts" => Ok(SelectionRule::RefinedScripts),
+            "refined-non-ascii" => Ok(SelectionRule::RefinedNonAscii),
             _ => Err(Error::Value(format!(
-                "selection must be 'paper', 'refined' or 'refined-scripts', got {name:?}"
+                "selection must be 'paper', 'refined', 'refined-scripts' or 'refined-non-ascii', got {name:?}"
             ))),
         }
     }
@@ -86,6 +100,7 @@ impl SelectionRule {
             SelectionRule::Paper => "paper",
             SelectionRule::Refined => "refined",
             SelectionRule::RefinedScripts => "refined-scripts",
+            SelectionRule::RefinedNonAscii => "refined-non-ascii",
         }
     }
 
@@ -108,6 +123,10 @@ pub const CHAR_COVERAGE_SHARE: f64 = 1.0 / 16.0;
 /// The exponent of the script normalisation of [`SelectionRule::RefinedScripts`] (module
 /// documentation, step 4).
 pub const SCRIPT_SHARE_EXPONENT: f64 = 0.25;
+
+/// The exponent of the ASCII / non-ASCII normalisation of [`SelectionRule::RefinedNonAscii`]
+/// (module documentation, step 5).
+pub const NON_ASCII_SHARE_EXPONENT: f64 = 0.5;
 
 /// The script of a token (module documentation, step 4): the one script of its characters that
 /// are neither Common nor Inherited; `None` without such a character, with two scripts, or for
@@ -148,6 +167,27 @@ pub fn script_weights(vocab: &crate::vocab::Vocab, usage: &[u64]) -> Vec<f64> {
             _ => 1.0,
         })
         .collect()
+}
+
+/// The weight of every id of `vocab` (module documentation, step 5) from the usage of the pass
+/// just made, indexed by id.
+pub fn non_ascii_weights(vocab: &crate::vocab::Vocab, usage: &[u64]) -> Vec<f64> {
+    let mut ascii = vec![true; usage.len()];
+    let (mut mass_a, mut mass_n) = (0u128, 0u128);
+    for (id, tok) in vocab.iter() {
+        let a = tok.is_ascii();
+        ascii[id as usize] = a;
+        if a {
+            mass_a += usage[id as usize] as u128;
+        } else {
+            mass_n += usage[id as usize] as u128;
+        }
+    }
+    let (lo, hi) = (mass_a.min(mass_n), mass_a.max(mass_n));
+    let w = if lo > 0 && hi > lo { (hi as f64 / lo as f64).powf(NON_ASCII_SHARE_EXPONENT) } else { 1.0 };
+    // the smaller group is weighted (ASCII when the text is mostly multi-byte)
+    let weighted_ascii = mass_a < mass_n;
+    ascii.into_iter().map(|a| if a == weighted_ascii { w } else { 1.0 }).collect()
 }
 
 /// `x * w`, rounded (exactly `x` for `w = 1`).
@@ -342,6 +382,35 @@ mod tests {
         assert!(sc[2] > plain[2]);
         assert_eq!(scaled(5, 1.5), 8);
         assert_eq!(scaled(u64::MAX, 1.0), u64::MAX);
+    }
+
+    #[test]
+    fn non_ascii_share() {
+        let enc = encoder(&["ab", "cd", "αβ", "中", "  "]);
+        let id = |t: &[u8]| enc.vocab().iter().find(|(_, x)| *x == t).unwrap().0 as usize;
+        let mut usage = vec![0u64; enc.vocab().len()];
+        usage[0] = 300; // ASCII 300 + 60 + 40 = 400
+        usage[4] = 60;
+        usage[id(b"x")] = 40;
+        usage[2] = 75; // non-ASCII 75 + 25 = 100
+        usage[3] = 25;
+        let w = non_ascii_weights(enc.vocab(), &usage);
+        let g = 4f64.powf(NON_ASCII_SHARE_EXPONENT);
+        assert_eq!(&w[..5], &[1.0, 1.0, g, g, 1.0]);
+        assert_eq!((w[id(&[0xe4])], w[id(b"x")]), (g, 1.0)); // a high byte is non-ASCII
+        // mostly multi-byte text: the ASCII tokens are weighted
+        usage[2] = 1600;
+        let w = non_ascii_weights(enc.vocab(), &usage);
+        let g = (1625f64 / 400.0).powf(NON_ASCII_SHARE_EXPONENT);
+        assert_eq!(&w[..5], &[g, g, 1.0, 1.0, g]);
+        // equal masses, or no text of one group: no weight
+        usage[2] = 375;
+        assert!(non_ascii_weights(enc.vocab(), &usage).iter().all(|&x| x == 1.0));
+        let zero = vec![0u64; usage.len()];
+        assert!(non_ascii_weights(enc.vocab(), &zero).iter().all(|&x| x == 1.0));
+        assert_eq!(SelectionRule::parse("refined-non-ascii").unwrap(), SelectionRule::RefinedNonAscii);
+        assert_eq!(SelectionRule::RefinedNonAscii.name(), "refined-non-ascii");
+        assert!(SelectionRule::RefinedNonAscii.refines());
     }
 
     #[test]

@@ -504,8 +504,11 @@ impl Trainer {
     /// The cut of `f`'s vocabulary to `keep` tokens by the refined rule, in id order.
     fn cut(&self, f: &Filter, keep: usize) -> Result<Vec<Selected>, Error> {
         let usage = f.usage();
-        let weight = (self.config.selection == SelectionRule::RefinedScripts)
-            .then(|| refine::script_weights(f.encoder().vocab(), &usage));
+        let weight = match self.config.selection {
+            SelectionRule::RefinedScripts => Some(refine::script_weights(f.encoder().vocab(), &usage)),
+            SelectionRule::RefinedNonAscii => Some(refine::non_ascii_weights(f.encoder().vocab(), &usage)),
+            _ => None,
+        };
         let score = refine::saved_scores(f.encoder(), &usage, keep, weight.as_deref());
         refine::choose(f.encoder(), &usage, &score, keep, &self.covered)
     }
@@ -520,9 +523,13 @@ impl Trainer {
         let k = self.config.regular();
         let selected = match self.config.selection {
             SelectionRule::Paper => f.select(k)?,
-            SelectionRule::Refined | SelectionRule::RefinedScripts if f.vocab().len() > k => self.cut(f, k)?,
+            SelectionRule::Refined | SelectionRule::RefinedScripts | SelectionRule::RefinedNonAscii
+                if f.vocab().len() > k =>
+            {
+                self.cut(f, k)?
+            }
             // nothing to cut: every token, ids by usage (the paper's rule does exactly that)
-            SelectionRule::Refined | SelectionRule::RefinedScripts => f.select(k)?,
+            SelectionRule::Refined | SelectionRule::RefinedScripts | SelectionRule::RefinedNonAscii => f.select(k)?,
         };
         let used_tokens = selected.iter().filter(|s| s.usage > 0).count();
         let n = selected.len();

@@ -21,6 +21,7 @@ CHAR_COVERAGE = 0.9997
 CHAR_COVERAGE_SHARE = 1 / 16
 ROUNDS = ((1, 8, 0), (9, 16, 2))
 SCRIPT_SHARE_EXPONENT = cnfmce._core.SCRIPT_SHARE_EXPONENT  # selection="refined-scripts"
+NON_ASCII_SHARE_EXPONENT = cnfmce._core.NON_ASCII_SHARE_EXPONENT  # selection="refined-non-ascii"
 # the scripts the test texts use (the reference refuses any other character)
 _SCRIPTS = ("Latin", "Greek", "Cyrillic", "Han", "Hangul", "Arabic", "Hebrew", "Devanagari", "Thai", "Hiragana",
             "Katakana", "Bopomofo")
@@ -99,6 +100,17 @@ def script_weights(vocab, use):
     return w
 
 
+def non_ascii_weights(vocab, use):
+    """src/refine.rs step 5: the tokens of the smaller of the ASCII and non-ASCII groups (by the
+    usage of their tokens) weighted by (larger / smaller) ^ NON_ASCII_SHARE_EXPONENT."""
+    ma = sum(use[t] for t in vocab if t.isascii())
+    mn = sum(use[t] for t in vocab if not t.isascii())
+    lo, hi = min(ma, mn), max(ma, mn)
+    w = (float(hi) / float(lo)) ** NON_ASCII_SHARE_EXPONENT if 0 < lo < hi else 1.0
+    weighted_ascii = ma < mn
+    return {t: w if t.isascii() == weighted_ascii else 1.0 for t in vocab}
+
+
 def _scaled(x, w):
     return x if w == 1.0 else int(math.floor(x * w + 0.5))
 
@@ -132,10 +144,12 @@ def choose(vocab, use, sc, keep, cov):
     return sorted(chosen, key=lambda t: (-use[t], t))
 
 
-def expected_refined(counts, docs, k, raw_vocab_size=None, chars=None, scripts=False):
+def expected_refined(counts, docs, k, raw_vocab_size=None, chars=None, scripts=False, non_ascii=False):
     """``chars``: every counted character with its count (default: those of ``counts``); the
     covered ones that the raw_vocab_size cut leaves out join the raw vocabulary. ``scripts``:
-    ``selection="refined-scripts"`` (every cut weighted by :func:`script_weights`)."""
+    ``selection="refined-scripts"`` (every cut weighted by :func:`script_weights`);
+    ``non_ascii``: ``selection="refined-non-ascii"`` (weighted by :func:`non_ascii_weights`)."""
+    weigh = script_weights if scripts else non_ascii_weights if non_ascii else (lambda v, u: None)
     if chars is None:
         chars = {t: c for t, c in counts.items() if _one_char(t)}
     cov = covered(chars, k)
@@ -148,12 +162,12 @@ def expected_refined(counts, docs, k, raw_vocab_size=None, chars=None, scripts=F
         keep = _round(f * k)
         if keep >= len(vocab):
             continue
-        weight = script_weights(vocab, use) if scripts else None
+        weight = weigh(vocab, use)
         vocab = choose(vocab, use, scores(vocab, use, keep, weight), keep, cov)
         use = usage_counts(vocab, docs)
         passes += 1
     if len(vocab) > k:
-        weight = script_weights(vocab, use) if scripts else None
+        weight = weigh(vocab, use)
         return choose(vocab, use, scores(vocab, use, k, weight), k, cov), passes
     # nothing to cut: the paper's rule over the last vocabulary
     used = sorted((t for t in vocab if len(t) > 1 and use[t] > 0), key=lambda t: (-use[t], t))
@@ -245,6 +259,37 @@ def test_refined_scripts_train_threads():
     assert tokens_of(one) == expected_refined(dict(c), docs, 450, scripts=True)[0]
     assert tokens_of(cnfmce.train(docs, vocab_size=450, num_threads=2, **kw)) == tokens_of(one)
     assert "covered_beyond_cut" in one.metadata
+
+
+@pytest.mark.parametrize("seed,k,mostly", [(4, 360, "non-ASCII"), (5, 420, "ASCII")])
+def test_refined_non_ascii_equals_reference(seed, k, mostly):
+    # mostly multi-byte text (the ASCII tokens are weighted) and mostly ASCII text (the others are)
+    docs = _scripts_corpus(seed, n=12) + random_corpus(seed, n_docs=4, max_pieces=30)
+    if mostly == "ASCII":
+        rng = random.Random(seed)
+        words = [s for s in SENTENCES if s.isascii()]
+        docs = docs[:3] + [" ".join(rng.choice(words)[: rng.randint(5, 60)] for _ in range(rng.randint(3, 12)))
+                           for _ in range(40)]
+    counts = brute_rounds(docs, ROUNDS)
+    want, passes = expected_refined(counts, docs, k, non_ascii=True)
+    tok = tfc(counts, docs, k, selection="refined-non-ascii")
+    assert tokens_of(tok) == want
+    assert tok.metadata["selection"] == "refined-non-ascii"
+    assert len(tok.metadata["refining"]) == passes >= 1
+    # the weight changes the choice, to more tokens of the smaller group than "refined" keeps
+    plain = tokens_of(tfc(counts, docs, k))
+    assert plain != want
+    use = usage_counts(raw_vocabulary(counts), docs)
+    ascii_smaller = sum(u for t, u in use.items() if t.isascii()) < sum(u for t, u in use.items() if not t.isascii())
+    assert ascii_smaller == (mostly == "non-ASCII")
+    group = lambda toks: sum(t.isascii() == ascii_smaller for t in toks if len(t) > 1)  # noqa: E731
+    assert group(want) > group(plain)
+    if seed == 4:  # the same with counting, at 1 and 2 threads
+        kw = dict(rounds=ROUNDS, raw_vocab_size=1500, progress=False, selection="refined-non-ascii")
+        one = cnfmce.train(docs, vocab_size=k, num_threads=1, **kw)
+        c = cnfmce.count(docs, raw_vocab_size=1500, rounds=ROUNDS, progress=False)
+        assert tokens_of(one) == expected_refined(dict(c), docs, k, non_ascii=True)[0]
+        assert tokens_of(cnfmce.train(docs, vocab_size=k, num_threads=2, **kw)) == tokens_of(one)
 
 
 def test_refined_keeps_covered_characters_the_paper_drops():
@@ -350,7 +395,7 @@ def test_cli_selection(tmp_path):
     src = tmp_path / "c.txt"
     src.write_text(" ".join(_cjk_corpus(2, n=5)), encoding="utf-8")
     outs = {}
-    for sel in ("paper", "refined", "refined-scripts"):
+    for sel in ("paper", "refined", "refined-scripts", "refined-non-ascii"):
         out = tmp_path / f"{sel}.json"
         subprocess.run([sys.executable, "-m", "cnfmce.cli", "train", "-o", str(out), "--vocab-size", "400",
                         "--selection", sel, "--quiet", str(src)], check=True)
@@ -362,6 +407,7 @@ def test_cli_selection(tmp_path):
     assert outs["refined"].token_bytes() == direct.token_bytes()
     assert outs["refined"].metadata["selection"] == "refined"
     assert outs["refined-scripts"].metadata["selection"] == "refined-scripts"
+    assert outs["refined-non-ascii"].metadata["selection"] == "refined-non-ascii"
     bad = subprocess.run([sys.executable, "-m", "cnfmce.cli", "train", "-o", str(tmp_path / "x.json"),
                           "--vocab-size", "400", "--selection", "best", str(src)], capture_output=True, text=True)
     assert bad.returncode != 0 and "selection" in bad.stderr

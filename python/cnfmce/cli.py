@@ -2,7 +2,7 @@
 
 ::
 
-    cnfmce train -o TOKENIZER --vocab-size N [--raw-vocab-size M] [--selection paper|refined|refined-scripts] [--threads T] INPUT...
+    cnfmce train -o TOKENIZER --vocab-size N [--raw-vocab-size M] [--selection paper|refined|refined-scripts|refined-non-ascii] [--threads T] INPUT...
     cnfmce count -o COUNTS [--raw-vocab-size M] [--threads T] INPUT...
     cnfmce train -o TOKENIZER --vocab-size N --counts COUNTS INPUT...
     cnfmce encode -t TOKENIZER [INPUT...]     # one JSON list of ids per input document
@@ -394,11 +394,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--memory-limit", type=_size, default=None, metavar="SIZE", help="memory bound for counting, e.g. 8G (default: a sixth of the RAM, at least 1G)")
     t.add_argument("--rounds", type=_rounds, default=None, help="counting rounds, e.g. 1-12:0,13-21:80,22-30:80")
     t.add_argument("--algorithm", choices=["mce", "fmm"], default="mce", help="encoding algorithm saved with the tokenizer")
-    t.add_argument("--selection", choices=["paper", "refined", "refined-scripts"], default="paper",
+    t.add_argument("--selection", choices=["paper", "refined", "refined-scripts", "refined-non-ascii"], default="paper",
                    help="how the vocabulary is chosen: the paper's single filtering pass (paper, the "
                         "default), refined (character coverage, refining passes, tokens saved; "
                         "better compression, most on multilingual text) or refined-scripts (refined "
-                        "with tokens saved normalised by each script's share)")
+                        "with tokens saved normalised by each script's share) or refined-non-ascii "
+                        "(refined with the tokens saved of the smaller of the ASCII and non-ASCII "
+                        "groups weighted up by their usage ratio)")
     t.add_argument("--boundary-penalty", type=_penalty, default=DEFAULT_BOUNDARY_PENALTY, metavar="LAMBDA",
                    help=f"λ (default {DEFAULT_BOUNDARY_PENALTY})")
     t.add_argument("inputs", nargs="+", metavar="INPUT", help=inputs_help)

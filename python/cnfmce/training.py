@@ -183,9 +183,14 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
     inputs again after each cut, and keeps at each cut the tokens that save the most tokens
     (usage times the tokens the text needs without them); it compresses better, most on
     multilingual text (``docs/results/selection.md``). ``selection="refined-scripts"`` is
-    ``"refined"`` with each script's tokens saved weighted by the square root of how much
-    smaller the script's share of the pass's usage is than the largest script's (src/refine.rs,
-    step 4; measured in ``docs/results/generalisation.md``)."""
+    ``"refined"`` with each script's tokens saved weighted by how much smaller the script's share
+    of the pass's usage is than the largest script's, to the power
+    ``cnfmce._core.SCRIPT_SHARE_EXPONENT`` (src/refine.rs, step 4).
+    ``selection="refined-non-ascii"`` is ``"refined"`` with the tokens saved of the smaller of
+    the ASCII and non-ASCII groups (by the usage of their tokens in the pass) weighted by the
+    ratio of the two usages to the power ``cnfmce._core.NON_ASCII_SHARE_EXPONENT`` (step 5);
+    on text that is mostly ASCII it gives more ids to Chinese and to every other multi-byte
+    script (both measured in ``docs/results/generalisation.md``)."""
     if _backend(backend, backend_options, "train_from_counts") is not None:
         from . import ray as _ray_backend
         return _ray_backend.train_from_counts(counts, inputs, vocab_size, special_tokens, num_threads,
@@ -294,7 +299,7 @@ def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_
     included), ordered by usage in the filtering pass, special tokens last. ``raw_vocab_size``
     None means ``cnfmce._core.default_raw_vocab_size(vocab_size)`` (a multiple of ``vocab_size``).
     ``selection``: ``"paper"`` (the default: the paper's filtering, SPEC section 4),
-    ``"refined"`` or ``"refined-scripts"``, as in :func:`train_from_counts`. The same inputs give the same vocabulary
+    ``"refined"``, ``"refined-scripts"`` or ``"refined-non-ascii"``, as in :func:`train_from_counts`. The same inputs give the same vocabulary
     whatever ``num_threads`` and whatever the order of the documents.
 
     ``backend="ray"`` trains on a Ray cluster (:func:`cnfmce.ray.train`; ``backend_options``

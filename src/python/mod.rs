@@ -103,6 +103,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_COUNT_RAW_VOCAB_SIZE", crate::DEFAULT_COUNT_RAW_VOCAB_SIZE)?;
     m.add("RAW_VOCAB_PER_TOKEN", crate::RAW_VOCAB_PER_TOKEN)?;
     m.add("SCRIPT_SHARE_EXPONENT", crate::SCRIPT_SHARE_EXPONENT)?;
+    m.add("NON_ASCII_SHARE_EXPONENT", crate::NON_ASCII_SHARE_EXPONENT)?;
     m.add("DEFAULT_MEMORY_BUDGET", crate::DEFAULT_MEMORY_BUDGET)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

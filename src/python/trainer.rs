@@ -108,7 +108,7 @@ impl PyTrainer {
             None => crate::SelectionRule::default(),
             Some(v) => match v.cast::<PyString>() {
                 Ok(s) => crate::SelectionRule::parse(s.to_str()?).map_err(|e| to_py(py, e))?,
-                Err(_) => return Err(PyTypeError::new_err("selection must be a string ('paper', 'refined' or 'refined-scripts')")),
+                Err(_) => return Err(PyTypeError::new_err("selection must be a string ('paper', 'refined', 'refined-scripts' or 'refined-non-ascii')")),
             },
         };
         let mut config = TrainConfig {
