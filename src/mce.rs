@@ -654,25 +654,17 @@ impl Encoder {
         // D[q] at the right end of the current piece (D[n] = 0).
         let mut x = 0.0f64;
         let mut q = n;
-        // The next pieces, found (and their cache slots prefetched) a few at a time, so that
-        // the cache's memory latency overlaps the work on the pieces before them.
+        // The pieces, found (and their cache slots prefetched) a batch at a time, one batch
+        // ahead of the batch being solved, so that the cache's memory latency overlaps the
+        // work on a whole batch.
         let mut batch = [PieceKey::default(); PIECE_BATCH];
-        while q > 0 {
-            let mut nb = 0;
-            let mut end = q;
-            while nb < PIECE_BATCH && end > 0 {
-                let k = self.next_piece(text, &scratch.starts, end);
-                if k.short {
-                    for w in 0..WAYS {
-                        crate::mem::prefetch(&scratch.cache.entries[k.slot + w]);
-                    }
-                }
-                batch[nb] = k;
-                nb += 1;
-                end = k.p;
-            }
+        let mut ahead = [PieceKey::default(); PIECE_BATCH];
+        // Only the pieces `walk_missing` walks are read, and it writes all their positions.
+        let mut walks = [[NONE; PIECE_MAX]; PIECE_BATCH];
+        let (mut nb, mut end) = self.next_batch(text, &scratch.starts, &scratch.cache, n, &mut batch);
+        while nb > 0 {
+            let (na, after) = if end > 0 { self.next_batch(text, &scratch.starts, &scratch.cache, end, &mut ahead) } else { (0, 0) };
             // The short pieces missing from the cache are walked together (see `walk_missing`).
-            let mut walks = [[NONE; PIECE_MAX]; PIECE_BATCH];
             let walked = self.walk_missing(text, &batch[..nb], &scratch.cache, &mut walks);
             for (m, k) in batch[..nb].iter().enumerate() {
                 x = if k.short {
@@ -681,7 +673,8 @@ impl Encoder {
                     self.long_piece(text, k.p, k.q, x, scratch)
                 };
             }
-            q = end;
+            std::mem::swap(&mut batch, &mut ahead);
+            (nb, end) = (na, after);
         }
         scratch.starts.pop();
     }
@@ -756,6 +749,25 @@ impl Encoder {
             end = start;
         }
         dist[p & mask]
+    }
+
+    /// Up to [`PIECE_BATCH`] pieces left of `end` (> 0) into `out`, right to left, with the
+    /// cache slots of the short ones prefetched; returns how many and where the last one starts.
+    #[inline(always)]
+    fn next_batch(&self, text: &[u8], starts: &[u8], cache: &PieceCache, mut end: usize, out: &mut [PieceKey; PIECE_BATCH]) -> (usize, usize) {
+        let mut nb = 0;
+        while nb < PIECE_BATCH && end > 0 {
+            let k = self.next_piece(text, starts, end);
+            if k.short {
+                for w in 0..WAYS {
+                    crate::mem::prefetch(&cache.entries[k.slot + w]);
+                }
+            }
+            out[nb] = k;
+            nb += 1;
+            end = k.p;
+        }
+        (nb, end)
     }
 
     /// The piece that ends at `q` (the cut or text position left of which it starts) with its
