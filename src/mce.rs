@@ -653,7 +653,6 @@ impl Encoder {
         PieceCache::select(&mut scratch.cache, &mut scratch.spare, self.id);
         // D[q] at the right end of the current piece (D[n] = 0).
         let mut x = 0.0f64;
-        let mut q = n;
         // The pieces, found (and their cache slots prefetched) a batch at a time, one batch
         // ahead of the batch being solved, so that the cache's memory latency overlaps the
         // work on a whole batch.
