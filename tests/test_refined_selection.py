@@ -234,15 +234,33 @@ def test_script_of_tokens():
     assert token_script(b"\xe4\xb8") is None  # part of a character
 
 
+def _trained_as_reference(counts, docs, k, selection, **rule):
+    """Trains from ``counts`` with ``selection`` and checks it against the slow reference of the
+    rule (``rule``: the flag of ``expected_refined``); returns the reference tokens and the tokenizer."""
+    want, passes = expected_refined(counts, docs, k, **rule)
+    tok = tfc(counts, docs, k, selection=selection)
+    assert tokens_of(tok) == want
+    assert tok.metadata["selection"] == selection
+    assert len(tok.metadata["refining"]) == passes >= 1
+    return want, tok
+
+
+def _trained_with_counting(docs, k, selection, **rule):
+    """``cnfmce.train`` with ``selection`` at 1 thread equals the reference over ``cnfmce.count``'s
+    counts, and at 2 threads the 1-thread result; returns the 1-thread tokenizer."""
+    kw = dict(rounds=ROUNDS, raw_vocab_size=1500, progress=False, selection=selection)
+    one = cnfmce.train(docs, vocab_size=k, num_threads=1, **kw)
+    c = cnfmce.count(docs, raw_vocab_size=1500, rounds=ROUNDS, progress=False)
+    assert tokens_of(one) == expected_refined(dict(c), docs, k, **rule)[0]
+    assert tokens_of(cnfmce.train(docs, vocab_size=k, num_threads=2, **kw)) == tokens_of(one)
+    return one
+
+
 @pytest.mark.parametrize("seed,k", [(2, 320), (6, 560)])
 def test_refined_scripts_equals_reference(seed, k):
     docs = _scripts_corpus(seed, n=12) + random_corpus(seed, n_docs=4, max_pieces=30)
     counts = brute_rounds(docs, ROUNDS)
-    want, passes = expected_refined(counts, docs, k, scripts=True)
-    tok = tfc(counts, docs, k, selection="refined-scripts")
-    assert tokens_of(tok) == want
-    assert tok.metadata["selection"] == "refined-scripts"
-    assert len(tok.metadata["refining"]) == passes >= 1
+    want, tok = _trained_as_reference(counts, docs, k, "refined-scripts", scripts=True)
     assert tok.metadata["covered_characters"] == len(covered(counts, k))
     # the weights change the choice, never to more tokens of the largest script (Latin) than "refined"
     plain = tokens_of(tfc(counts, docs, k))
@@ -252,12 +270,7 @@ def test_refined_scripts_equals_reference(seed, k):
 
 
 def test_refined_scripts_train_threads():
-    docs = _scripts_corpus(9, n=16)
-    kw = dict(rounds=ROUNDS, raw_vocab_size=1500, progress=False, selection="refined-scripts")
-    one = cnfmce.train(docs, vocab_size=450, num_threads=1, **kw)
-    c = cnfmce.count(docs, raw_vocab_size=1500, rounds=ROUNDS, progress=False)
-    assert tokens_of(one) == expected_refined(dict(c), docs, 450, scripts=True)[0]
-    assert tokens_of(cnfmce.train(docs, vocab_size=450, num_threads=2, **kw)) == tokens_of(one)
+    one = _trained_with_counting(_scripts_corpus(9, n=16), 450, "refined-scripts", scripts=True)
     assert "covered_beyond_cut" in one.metadata
 
 
@@ -271,11 +284,7 @@ def test_refined_non_ascii_equals_reference(seed, k, mostly):
         docs = docs[:3] + [" ".join(rng.choice(words)[: rng.randint(5, 60)] for _ in range(rng.randint(3, 12)))
                            for _ in range(40)]
     counts = brute_rounds(docs, ROUNDS)
-    want, passes = expected_refined(counts, docs, k, non_ascii=True)
-    tok = tfc(counts, docs, k, selection="refined-non-ascii")
-    assert tokens_of(tok) == want
-    assert tok.metadata["selection"] == "refined-non-ascii"
-    assert len(tok.metadata["refining"]) == passes >= 1
+    want, _ = _trained_as_reference(counts, docs, k, "refined-non-ascii", non_ascii=True)
     # the weight changes the choice, to more tokens of the smaller group than "refined" keeps
     plain = tokens_of(tfc(counts, docs, k))
     assert plain != want
@@ -285,11 +294,7 @@ def test_refined_non_ascii_equals_reference(seed, k, mostly):
     group = lambda toks: sum(t.isascii() == ascii_smaller for t in toks if len(t) > 1)  # noqa: E731
     assert group(want) > group(plain)
     if seed == 4:  # the same with counting, at 1 and 2 threads
-        kw = dict(rounds=ROUNDS, raw_vocab_size=1500, progress=False, selection="refined-non-ascii")
-        one = cnfmce.train(docs, vocab_size=k, num_threads=1, **kw)
-        c = cnfmce.count(docs, raw_vocab_size=1500, rounds=ROUNDS, progress=False)
-        assert tokens_of(one) == expected_refined(dict(c), docs, k, non_ascii=True)[0]
-        assert tokens_of(cnfmce.train(docs, vocab_size=k, num_threads=2, **kw)) == tokens_of(one)
+        _trained_with_counting(docs, k, "refined-non-ascii", non_ascii=True)
 
 
 def test_refined_keeps_covered_characters_the_paper_drops():
