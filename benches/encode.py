@@ -121,7 +121,7 @@ def run_interleaved(cands: Sequence[Candidate], docs: List[str], repeats: int,
     different one each time (rotation), so that a burst of load from other processes hits all
     candidates alike. A candidate's time is the sum over chunks of its best (smallest) time on
     that chunk over the repeats ("best of N", taken chunk by chunk); the best whole repeat is
-    also kept (``best_repeat_s``). A candidate with a ``reset`` attribute (see ``cold``) has it
+    also kept (``best_repeat_s``). A candidate with a ``reset`` attribute (see ``renewed``) has it
     called with ``prime`` before each repeat, untimed."""
     chunks = split_chunks(docs, chunk_bytes)
     nbytes = utf8_len(docs)
@@ -265,7 +265,7 @@ CACHE_MODE = "primed"
 PRIME_BYTES = 4_000_000
 
 
-def cold(tok: Any, run_of: Callable[[Any], Callable[[List[str]], int]]) -> Callable[[List[str]], int]:
+def renewed(tok: Any, run_of: Callable[[Any], Callable[[List[str]], int]]) -> Callable[[List[str]], int]:
     """A candidate over the cnfmce tokenizer ``tok``: ``run_of(t)`` makes the timed callable for
     a tokenizer ``t``. Its ``reset(prime_docs)``, which ``run_interleaved`` calls before each
     repeat (not timed), prepares the encoder as ``CACHE_MODE`` says."""
@@ -284,8 +284,8 @@ def cold(tok: Any, run_of: Callable[[Any], Callable[[List[str]], int]]) -> Calla
     return run
 
 
-CACHE_TEXT = {"primed": "primed (each repeat: a new encoder that first encoded 4 MB of the category's "
-                        "training text, untimed)",
+CACHE_TEXT = {"primed": f"primed (each repeat: a new encoder that first encoded {PRIME_BYTES / MB:g} MB of the "
+                        "category's training text, untimed)",
               "fresh": "fresh (empty at every repeat)",
               "kept": "kept between repeats (later repeats replay the first one's pieces)"}
 
@@ -319,12 +319,12 @@ SINGLE_NAMES = {
 def single_candidates(t: Dict[str, Any]) -> List[Candidate]:
     hf = t["hf_qwen"]
     return [
-        ("mce_o200k", cold(t["mce_o200k"], lambda k: per_doc(k.encode))),
-        ("mce_cnf250k", cold(t["mce_cnf250k"], lambda k: per_doc(k.encode))),
-        ("fmm_o200k", cold(t["fmm_o200k"], lambda k: per_doc(k.encode))),
+        ("mce_o200k", renewed(t["mce_o200k"], lambda k: per_doc(k.encode))),
+        ("mce_cnf250k", renewed(t["mce_cnf250k"], lambda k: per_doc(k.encode))),
+        ("fmm_o200k", renewed(t["fmm_o200k"], lambda k: per_doc(k.encode))),
         ("tiktoken_o200k", per_doc(t["tiktoken_o200k"].encode_ordinary)),
-        ("mce_qwen", cold(t["mce_qwen"], lambda k: per_doc(k.encode))),
-        ("fmm_qwen", cold(t["fmm_qwen"], lambda k: per_doc(k.encode))),
+        ("mce_qwen", renewed(t["mce_qwen"], lambda k: per_doc(k.encode))),
+        ("fmm_qwen", renewed(t["fmm_qwen"], lambda k: per_doc(k.encode))),
         ("hf_qwen", per_doc(lambda s: hf.encode(s, add_special_tokens=False).ids)),
     ]
 
@@ -346,14 +346,14 @@ def batch_candidates(t: Dict[str, Any]) -> List[Candidate]:
     hf = t["hf_qwen"]
     mo, fo, mq, mc = t["mce_o200k"], t["fmm_o200k"], t["mce_qwen"], t["mce_cnf250k"]
     return [
-        ("mce_o200k_all", cold(mo, lambda k: batch_count(k.encode_batch))),
-        ("mce_o200k_1", cold(mo, lambda k: batch_count(lambda d: k.encode_batch(d, num_threads=1)))),
-        ("mce_cnf250k_all", cold(mc, lambda k: batch_count(k.encode_batch))),
-        ("mce_cnf250k_1", cold(mc, lambda k: batch_count(lambda d: k.encode_batch(d, num_threads=1)))),
-        ("fmm_o200k_all", cold(fo, lambda k: batch_count(k.encode_batch))),
+        ("mce_o200k_all", renewed(mo, lambda k: batch_count(k.encode_batch))),
+        ("mce_o200k_1", renewed(mo, lambda k: batch_count(lambda d: k.encode_batch(d, num_threads=1)))),
+        ("mce_cnf250k_all", renewed(mc, lambda k: batch_count(k.encode_batch))),
+        ("mce_cnf250k_1", renewed(mc, lambda k: batch_count(lambda d: k.encode_batch(d, num_threads=1)))),
+        ("fmm_o200k_all", renewed(fo, lambda k: batch_count(k.encode_batch))),
         ("tiktoken_o200k_all", batch_count(t["tiktoken_o200k"].encode_ordinary_batch)),
-        ("mce_qwen_all", cold(mq, lambda k: batch_count(k.encode_batch))),
-        ("mce_qwen_1", cold(mq, lambda k: batch_count(lambda d: k.encode_batch(d, num_threads=1)))),
+        ("mce_qwen_all", renewed(mq, lambda k: batch_count(k.encode_batch))),
+        ("mce_qwen_1", renewed(mq, lambda k: batch_count(lambda d: k.encode_batch(d, num_threads=1)))),
         ("hf_qwen_all", lambda d: sum(len(e.ids) for e in hf.encode_batch(d, add_special_tokens=False))),
     ]
 
@@ -559,8 +559,8 @@ def child_speed(big: Any, spec: Dict[str, Any]) -> Dict[str, Any]:
     docs = load_docs("en", max_bytes=spec.get("max_bytes"))
     o200k = cnfmce.Tokenizer.from_tiktoken(baselines.vocab_path("o200k_base"))
     tt = baselines.tiktoken_encoding("o200k_base")
-    cands = [("mce_synthetic", cold(big, lambda k: per_doc(k.encode))),
-             ("mce_o200k", cold(o200k, lambda k: per_doc(k.encode))),
+    cands = [("mce_synthetic", renewed(big, lambda k: per_doc(k.encode))),
+             ("mce_o200k", renewed(o200k, lambda k: per_doc(k.encode))),
              ("tiktoken_o200k", per_doc(tt.encode_ordinary))]
     return run_interleaved(cands, docs, spec.get("repeats", 3), SINGLE_CHUNK_BYTES)
 
@@ -1127,7 +1127,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                          "first, so that a reinstall during the run cannot mix two builds)")
     ap.add_argument("--cache", choices=CACHE_MODES, default="primed",
                     help="cnfmce's piece cache at the start of each repeat: primed (default: a new "
-                         "encoder that first encoded 4 MB of the category's training text), fresh "
+                         f"encoder that first encoded {PRIME_BYTES / MB:g} MB of the category's training text), fresh "
                          "(empty), kept (the same encoder: later repeats replay the first's pieces)")
     ap.add_argument("--_child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
