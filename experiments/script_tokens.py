@@ -150,6 +150,16 @@ def vocab_stats(tokens: Sequence[bytes], script: str, usage: Dict[str, np.ndarra
             row[kind] = {"per_kchar": 1000 * n / chars[kind] if chars[kind] else None,
                          "cover": float((u[sel] * tchars[sel]).sum() / chars[kind]) if chars[kind] else None}
         out[b] = row
+    # script tokens that carry context: any character that is not a letter or mark (space,
+    # newline, punctuation, digit), e.g. CNF's "\n白居易\n" against the BPE's "白居易"
+    ctx = np.fromiter((bool(nl[i]) and any(unicodedata.category(c)[0] not in "LM"
+                                           for c in t.decode("utf-8", "replace"))
+                       for i, t in enumerate(tokens)), dtype=bool, count=len(tokens))
+    out["context"] = {"vocab": int(ctx.sum()), "of": int((nl > 0).sum())}
+    for kind, u in usage.items():
+        used = int(u[nl > 0].sum())
+        out["context"][kind] = {"per_kchar": 1000 * int(u[ctx].sum()) / chars[kind] if chars[kind] else None,
+                                "share_of_script_tokens_used": int(u[ctx].sum()) / used if used else None}
     for kind, u in usage.items():
         out.setdefault("all", {})[kind] = {"tokens": int(u.sum()), "chars": chars[kind],
                                            "cpt": chars[kind] / int(u.sum()) if u.sum() else None}
@@ -175,7 +185,7 @@ def run(args: Any) -> Dict[str, Any]:
         if nap.exists():
             tb = cnfmce.Tokenizer.load(str(nap)).token_bytes()
             vocabs["nonascii"] = [tb[i] for i in sorted(tb)]
-        run_: Dict[str, Any] = {"m": m, "count_at_m": int(raw.counts[m - 1]), "scripts": {}}
+        run_: Dict[str, Any] = {"m": m, "count_at_m": int(raw.counts[m - 1]), "scripts": {}, "_vocabs": vocabs}
         for label, cat, lang, script in SCRIPTS:
             texts = {kind: eval_texts(cat, lang, kind) for kind in ("indomain", "heldout")}
             texts = {kd: v for kd, v in texts.items() if sum(map(len, v)) >= 20_000}
@@ -214,12 +224,14 @@ def run(args: Any) -> Dict[str, Any]:
     train_text: Optional[str] = None
     for size, run_ in res["runs"].items():
         m = run_["m"]
+        vocabs = run_.pop("_vocabs")
         raw_usage = np.load(X.OUT / "mix" / f"raw{m}.usage.npz")["usage"]
         for label, e in run_["scripts"].items():
             for vn in ("default", "nonascii"):
                 if vn not in e:
                     continue
                 rows = e[vn].pop("_rows")
+                longer = [c for c in vocabs[vn] if len(c) > 1]
                 agg = {r: {"n": 0, "saved": 0} for r in REASONS}
                 top = []
                 for idx, r in enumerate(rows):
@@ -247,9 +259,16 @@ def run(args: Any) -> Dict[str, Any]:
                     agg[why]["n"] += 1
                     agg[why]["saved"] += r["saved"]
                     if idx < TOP:
+                        # CNF tokens that contain it (e.g. the word with its following space)
+                        sup = sorted((c for c in longer if len(c) > len(t) and t in c), key=lambda c: (len(c), c))
+                        extra["superstrings"] = len(sup)
+                        extra["shortest_superstring"] = sup[0].decode("utf-8", "replace") if sup else None
                         top.append({"token": t.decode("utf-8", "replace"), "bpe_use": r["use"], "cnf_tokens": r["cnf"],
                                     "saved": r["saved"], "why": why, **extra})
                 e[vn]["missing"]["reasons"] = agg
+                e[vn]["missing"]["top_with_superstring"] = {
+                    "n": sum(1 for x in top if x["superstrings"]), "of": len(top),
+                    "saved": sum(x["saved"] for x in top if x["superstrings"]), "saved_of": sum(x["saved"] for x in top)}
                 e[vn]["missing"]["top"] = top
     res["load_after"] = os.getloadavg()
     res["runtime_s"] = round(time.perf_counter() - t0, 1)
@@ -265,6 +284,19 @@ def render(res: Dict[str, Any], md: Path) -> None:
           f"after: {', '.join(f'{x:.1f}' for x in res['load_after'])}. Count of the 10,000,000th candidate: "
           f"{res['count_at_10M']:,}.", ""]
     L += ["## Findings", ""] + [f"* {x}" for x in findings(res)] + [""]
+    L += ["What this says (the tables below hold the numbers):", "",
+          "* **Han.** With about as many Han ids as the BPE (*nonascii*), CNF spends more of them on single "
+          "characters (the character coverage) and on tokens that carry context (the newline, space or "
+          "punctuation around a title or a word), and fewer on words of 2 and of 4+ characters. The BPE words it "
+          "lacks at 128k are mostly counted but below the raw vocabulary's count cut (a few tens of occurrences "
+          "in 124 MB) or in the raw vocabulary and cut by the selection; words counted by no round (5+ "
+          "characters under the threshold of 80) are a small part. Re-ranking the raw vocabulary to bring the "
+          "first kind in is worth about one point ([raw_rule.md](raw_rule.md)).",
+          "* **Cyrillic, Greek, Hangul.** The missing BPE words are mostly in the raw vocabulary and cut by the "
+          "selection, with a small usage in the raw filtering pass because longer candidates (the word with "
+          "its space or punctuation) took their occurrences; most of the largest ones sit inside a longer CNF "
+          "token, so their first-order saving overstates what CNF loses on running text.",
+          ""]
     for size, run_ in res["runs"].items():
         L += [f"## {size} (m = {run_['m']:,} raw candidates; count of the m-th: {run_['count_at_m']:,})", ""]
         for label, e in run_["scripts"].items():
@@ -286,6 +318,11 @@ def render(res: Dict[str, Any], md: Path) -> None:
                     r.append(" / ".join(C.pct(e[n][b][kd]["cover"]) for n in names))
                 rows.append(r)
             L += [C.md_table(hdr, rows), ""]
+            L += ["Script tokens with context (a space, newline, punctuation or digit inside the token), " + " / ".join(names)
+                  + ": " + " / ".join(f"{e[n]['context']['vocab']:,} of {e[n]['context']['of']:,}" for n in names)
+                  + " ids; share of the script tokens used on the text: " + "; ".join(
+                      f"{'in' if kd == 'indomain' else 'held'} " + " / ".join(
+                          C.pct(e[n]["context"][kd]["share_of_script_tokens_used"]) for n in names) for kd in kinds) + ".", ""]
             for vn in names[1:]:
                 ms = e[vn]["missing"]
                 L += [f"BPE {label.split()[0]} tokens that *{vn}* lacks (used in the BPE's {P.KIND_LABEL[ms['kind']]} "
@@ -299,8 +336,14 @@ def render(res: Dict[str, Any], md: Path) -> None:
                     f"`{C.show_token(x['token'])}` ({x['saved']:,}: {x['why']}"
                     + (f", rank {x['rank']:,}, count {x['count']:,}" if "rank" in x else
                        f", count {x['count']:,}" if x.get("count") is not None else "")
-                    + (f", raw usage {x['raw_usage']:,}" if x.get("raw_usage") is not None else "") + ")"
+                    + (f", raw usage {x['raw_usage']:,}" if x.get("raw_usage") is not None else "")
+                    + (f"; CNF has `{C.show_token(x['shortest_superstring'])}`" if x.get("shortest_superstring") else "") + ")"
                     for x in top) + ".", ""]
+                ws = ms.get("top_with_superstring")
+                if ws:
+                    L += [f"Of the {ws['of']} largest, {ws['n']} are inside a longer *{vn}* token (e.g. the word with "
+                          f"the space or punctuation after it), {C.pct(ws['saved'] / ws['saved_of'] if ws['saved_of'] else None)} "
+                          "of their first-order saving: on running text those occurrences need not cost CNF more tokens.", ""]
     md.write_text("\n".join(L))
 
 
@@ -314,7 +357,18 @@ def findings(res: Dict[str, Any]) -> List[str]:
         out.append(f"{size} Han tokens by letters, " + " / ".join(names) + ": " + "; ".join(
             f"{b}: " + " / ".join(f"{e[n][b]['vocab']:,}" for n in names) for b in BUCKETS)
             + ". In-domain zh, tokens per 1,000 characters on 1-letter Han tokens: " + " / ".join(
-            C.f1(e[n]["1"]["indomain"]["per_kchar"]) for n in names) + f" (raw top m cut at count {run_['count_at_m']:,}).")
+            C.f1(e[n]["1"]["indomain"]["per_kchar"]) for n in names) + f" (raw top m cut at count {run_['count_at_m']:,})."
+            + " Han ids with context (space, newline, punctuation or digit inside): " + " / ".join(
+                f"{e[n]['context']['vocab']:,}" for n in names) + ".")
+    for size, run_ in res["runs"].items():
+        parts = []
+        for label, e in run_["scripts"].items():
+            ws = e.get("nonascii", {}).get("missing", {}).get("top_with_superstring")
+            if ws and ws["saved_of"]:
+                parts.append(f"{label.split()[0]} {C.pct(ws['saved'] / ws['saved_of'])}")
+        if parts:
+            out.append(f"{size}, nonascii: share of the {TOP} largest first-order savings on BPE tokens that sit inside a longer "
+                       "CNF token (the word with its space or punctuation, so running text need not cost more): " + ", ".join(parts) + ".")
     for size, run_ in res["runs"].items():
         for label, e in run_["scripts"].items():
             parts = []
