@@ -474,8 +474,8 @@ def _page(res: Dict[str, Any]) -> str:
     L += ["## The raw vocabulary size m as a multiple of k (the table that chose `RAW_VOCAB_PER_TOKEN`)", "",
           "The paper's selection (the default) at each m: the worst of the twelve gains (six categories, "
           "both evaluations) and their mean. 10x has the best worst case at every size measured (5x, "
-          "10x, 20x and 40x at 32k, 128k and 250k; 40x at 250k is 10,000,000 raw candidates, 2.7 GB "
-          "peak RSS for its filtering pass); 5x has a higher mean at every size (it is better on en, "
+          "10x, 20x and 40x at 32k, 128k and 250k; 40x at 250k is 10,000,000 raw candidates: 2.7 GB "
+          "peak RSS of the experiment process, its filtering pass 35 s); 5x has a higher mean at every size (it is better on en, "
           "sci, math and code) but loses zh by several points; 20x, 40x and the paper's fixed "
           "5,000,000 lose on multi and zh. The default (10x) stands.", "",
           C.md_table(["size", "m", "worst gain", "mean gain"], crit), "",
