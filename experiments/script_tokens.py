@@ -166,6 +166,28 @@ def vocab_stats(tokens: Sequence[bytes], script: str, usage: Dict[str, np.ndarra
     return out
 
 
+def default_vocab(size: str, bpe: Any) -> List[bytes]:
+    """The paper's selection with m = 10 x vocab_size (``experiments/selection.py``'s ``m10x``,
+    made when missing)."""
+    p = VARIANTS / f"m10x-{size}.vocab.gz"
+    if not p.exists():
+        import selection as S
+        S.run_variant(S.Corpus("mix", C.CATEGORIES, S.MAX_M), "m10x", S.VARIANTS["m10x"], size, bpe)
+    return X.load_vocab(p)[0]
+
+
+def nonascii_vocab(size: str) -> List[bytes]:
+    """``cnfmce.train(mix, k, selection="refined-non-ascii")`` of ``experiments/generalisation.py``
+    (trained when missing)."""
+    import cnfmce
+    p = GEN / f"mix-{size}-nonascii.run.cnfmce.json.gz"
+    if not p.exists():
+        import generalisation as G
+        G.trained("mix", size, "nonascii")
+    tb = cnfmce.Tokenizer.load(str(p)).token_bytes()
+    return [tb[i] for i in sorted(tb)]
+
+
 def run(args: Any) -> Dict[str, Any]:
     import cnfmce
     res = C.run_header(NAME, False)
@@ -180,11 +202,7 @@ def run(args: Any) -> Dict[str, Any]:
         m = 10 * k
         bpe = X.hf_bpe("mix", P.train_paths(), k)
         bpe_toks = D.bpe_tokens(bpe)
-        vocabs = {"default": X.load_vocab(VARIANTS / f"m10x-{size}.vocab.gz")[0]}
-        nap = GEN / f"mix-{size}-nonascii.run.cnfmce.json.gz"
-        if nap.exists():
-            tb = cnfmce.Tokenizer.load(str(nap)).token_bytes()
-            vocabs["nonascii"] = [tb[i] for i in sorted(tb)]
+        vocabs = {"default": default_vocab(size, bpe), "nonascii": nonascii_vocab(size)}
         run_: Dict[str, Any] = {"m": m, "count_at_m": int(raw.counts[m - 1]), "scripts": {}, "_vocabs": vocabs}
         for label, cat, lang, script in SCRIPTS:
             texts = {kind: eval_texts(cat, lang, kind) for kind in ("indomain", "heldout")}
@@ -225,7 +243,7 @@ def run(args: Any) -> Dict[str, Any]:
     for size, run_ in res["runs"].items():
         m = run_["m"]
         vocabs = run_.pop("_vocabs")
-        raw_usage = np.load(X.OUT / "mix" / f"raw{m}.usage.npz")["usage"]
+        raw_usage = X.cached_usage("mix", f"raw{m}", raw.ranked(m), P.train_paths(), grouped=False)["usage"]
         for label, e in run_["scripts"].items():
             for vn in ("default", "nonascii"):
                 if vn not in e:
