@@ -31,6 +31,10 @@ Trainers (``--trainers``):
   ``cnfmce._core.default_raw_vocab_size(V)``, 10*V today);
 * ``cnfmce-m20v``: the same with ``raw_vocab_size=20*V``;
 * ``cnfmce-mem4g``: the same with ``memory_limit=4*10**9`` (not run by default);
+* ``--selection RULE [RULE ...]`` (default ``paper``): every cnfmce trainer runs once per
+  ``selection=`` rule of ``cnfmce.train`` (``paper``, ``refined``, ``refined-scripts``,
+  ``refined-non-ascii``), named ``cnfmce:RULE`` in the report except the paper's, e.g.
+  ``--configs mix-all@128k --trainers cnfmce --selection paper refined refined-non-ascii``;
 * ``hf-bpe``: HF ``tokenizers`` byte-level BPE with the GPT-4 split regex (as ``cnfmce demo``),
   ``train_from_iterator`` over the same documents;
 * ``spm-bpe`` / ``spm-unigram``: ``sentencepiece`` from an iterator over the non-empty lines of
@@ -96,6 +100,30 @@ TRAINERS = {
     "spm-unigram": "spm Unigram",
 }
 CNF_TRAINERS = ("cnfmce", "cnfmce-m20v", "cnfmce-mem4g")
+BASE_CNF_TRAINERS = CNF_TRAINERS
+SELECTIONS = ("paper", "refined", "refined-scripts", "refined-non-ascii")
+
+
+def with_selection(trainer: str, selection: str) -> str:
+    """The trainer name of a cnfmce trainer run with ``selection`` (``cnfmce:refined``); the paper's
+    selection (the default) keeps the plain name."""
+    return trainer if selection == "paper" else f"{trainer}:{selection}"
+
+
+def split_selection(trainer: str) -> Tuple[str, str]:
+    """(base trainer, selection) of a trainer name (``cnfmce:refined`` -> ``cnfmce``, ``refined``)."""
+    base, _, sel = trainer.partition(":")
+    return base, sel or "paper"
+
+
+def register_trainer(trainer: str) -> None:
+    """Makes a ``cnfmce...:<selection>`` name known to the report (label and cnfmce tables)."""
+    global CNF_TRAINERS
+    base, sel = split_selection(trainer)
+    if trainer in TRAINERS or base not in BASE_CNF_TRAINERS or sel not in SELECTIONS:
+        return
+    TRAINERS[trainer] = f'{TRAINERS[base]}, selection="{sel}"'
+    CNF_TRAINERS = CNF_TRAINERS + (trainer,)
 DEFAULT_CONFIGS = ("en-all@32000", "mix-20MB@32000,128000", "mix-all@32000,128000")
 QUICK_CONFIGS = ("mix-5MB@8000",)
 DEFAULT_SCALING = "mix-20MB,mix-40MB@32000"
@@ -197,13 +225,16 @@ def train_one(trainer: str, docs: List[str], vocab: int, spec: Dict[str, Any]
     """Trains; returns (token counter for a list of documents, info, post-training info getter).
     Everything inside this function is timed."""
     info: Dict[str, Any] = {}
-    if trainer in CNF_TRAINERS:
+    base, selection = split_selection(trainer)
+    if base in BASE_CNF_TRAINERS:
         import cnfmce
         kw: Dict[str, Any] = {}
-        if trainer == "cnfmce-m20v":
+        if base == "cnfmce-m20v":
             kw["raw_vocab_size"] = 20 * vocab
-        if trainer == "cnfmce-mem4g":
+        if base == "cnfmce-mem4g":
             kw["memory_limit"] = 4 * 10**9
+        if selection != "paper":
+            kw["selection"] = selection
         tok = cnfmce.train(docs, vocab_size=vocab, progress=False, **kw)
 
         def post() -> Dict[str, Any]:
@@ -211,7 +242,8 @@ def train_one(trainer: str, docs: List[str], vocab: int, spec: Dict[str, Any]
             return {"vocab_size_out": tok.vocab_size, "cnf": {
                 "counting": md.get("counting"), "filtering": md.get("filtering"),
                 "raw_vocabulary": md.get("raw_vocabulary"),
-                "raw_vocab_size": kw.get("raw_vocab_size", cnfmce._core.default_raw_vocab_size(vocab))}}
+                "raw_vocab_size": kw.get("raw_vocab_size", cnfmce._core.default_raw_vocab_size(vocab)),
+                "selection": md.get("selection", selection)}}
 
         return (lambda ds: sum(map(len, tok.encode_batch(ds)))), info, post
     if trainer == "hf-bpe":
@@ -433,6 +465,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--scaling-repeats", type=int,
                     help="runs per size in the scaling check, alternating sizes; the fastest counts "
                          "(default 2; quick 1)")
+    ap.add_argument("--selection", nargs="+", metavar="SELECTION", default=["paper"],
+                    help="selection rule(s) of the cnfmce trainers, in order; each cnfmce trainer runs once per "
+                         "rule, named TRAINER:RULE in the report except the paper's (default: paper; choose "
+                         "from " + ", ".join(SELECTIONS) + "), e.g. --selection paper refined refined-non-ascii")
     ap.add_argument("--repeats", type=int, default=1,
                     help="timed runs per configuration and trainer (default %(default)s); the tables and "
                          "targets use the fastest run of a configuration (the scaling runs of the same "
@@ -471,6 +507,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with open(args.from_json) as fh:
             print(report(json.load(fh)))
         return 0
+    selections = [x for s in args.selection for x in s.split(",") if x]
+    for sel in selections:
+        if sel not in SELECTIONS:
+            ap.error(f"unknown selection {sel!r}; choose from {', '.join(SELECTIONS)}")
 
     snapshot_of = None if args.no_snapshot else snapshot_package(args.snapshot_dir)
     quick = args.quick
@@ -480,6 +520,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for t in trainers + sc_trainers:
         if t not in TRAINERS:
             ap.error(f"unknown trainer {t!r}; choose from {', '.join(TRAINERS)}")
+    # every cnfmce trainer once per selection rule, in the order given
+    trainers = [n for t in trainers for n in ([with_selection(t, s) for s in selections]
+                                              if t in BASE_CNF_TRAINERS else [t])]
+    for t in trainers:
+        register_trainer(t)
     configs: List[Dict[str, Any]] = []
     try:
         for c in args.configs or (QUICK_CONFIGS if quick else DEFAULT_CONFIGS):
@@ -707,6 +752,10 @@ def report(res: Dict[str, Any]) -> str:
     out: List[str] = []
     cfg = res["config"]
     m = res["machine"]
+    for r in res.get("runs", []) + res.get("scaling_runs", []):
+        register_trainer(r.get("trainer", ""))
+    for t in cfg.get("trainers", []):
+        register_trainer(t)
     by = runs_by_key(res)
     out.append("# cnfmce training benchmark\n")
     out.append(f"Command: `{cfg['command']}`  \n"

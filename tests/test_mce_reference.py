@@ -636,3 +636,25 @@ def test_piece_cache_on_o200k_matches_reference(o200k):
             want = ref.mce_encode(vocab, data, lam, eps)
             assert tok.encode_bytes(data) == want, (lam, eps, data[:80])
             assert tok.encode_bytes(data) == want, (lam, eps, "second time", data[:80])
+
+
+def test_piece_batches_and_cut_scan_on_o200k_match_reference(o200k):
+    """Pieces are found from a bitmap of cuts (64 positions a word) and solved in batches of 64,
+    the batch's pieces missing from the cache walked together: texts of every length around one
+    and two words, cuts at their first and last positions, batches full of new pieces (random
+    words, some repeated inside one batch) and then the same pieces replayed, must give the
+    reference program's tokens."""
+    vocab = {o200k.id_to_token(i): i for i in range(199998)}
+    rng = random.Random(64)
+    words = ["".join(rng.choice("bcdfghjklmnpqrstvwxz" + "aeiou" * 3) for _ in range(rng.randrange(1, 14)))
+             for _ in range(60)]
+    seps = [" ", ", ", ".\n", "(", ") ", " — ", "\t", "中", "://", "é"]
+    prose = "".join(rng.choice(words) + rng.choice(seps) for _ in range(260)).encode("utf-8")
+    texts = [prose[:n] for n in (1, 2, 3, 62, 63, 64, 65, 66, 127, 128, 129, 130, 191, 192, 193)]
+    texts += [prose[k:k + 64] for k in range(0, 40, 3)]
+    texts += [b"\xff" + prose[:120] + b"\xff", b"," * 64 + b"x" + b"," * 64]
+    for lam, eps in ((0.05, True), (math.inf, False)):
+        tok = o200k.with_options(boundary_penalty=lam, token_preference=eps)
+        for data in texts + [prose, prose]:
+            want = ref.mce_encode(vocab, data, lam, eps)
+            assert tok.encode_bytes(data) == want, (lam, eps, len(data), data[:80])
