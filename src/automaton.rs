@@ -198,7 +198,8 @@ impl Block {
 /// The patterns sorted, in one arena: the trie of the build is implicit, a node being the range
 /// of keys that share its prefix.
 struct SortedKeys {
-    /// Key indices in sorted order.
+    /// Key indices in sorted order (pattern numbers once `Automaton::build_limited` has
+    /// numbered the patterns).
     order: Vec<u32>,
     arena: Vec<u8>,
     starts: Vec<usize>,
@@ -285,15 +286,30 @@ impl Automaton {
     fn build_limited(keys: &[&[u8]], values: &[(u32, f64)], max_states: usize) -> Result<Self, Error> {
         debug_assert_eq!(keys.len(), values.len());
         let max_states = max_states.min(MAX_STATES);
-        // Patterns are numbered in the order of their tokens read forwards (see `forward_ranks`).
-        let rank = forward_ranks(keys);
-        let sorted = SortedKeys::new(keys);
+        let mut sorted = SortedKeys::new(keys);
         let (mut states, root_next) = Self::place_states(&sorted, max_states)?;
+        // Patterns are numbered in the order of their tokens read forwards (see
+        // `forward_ranks`): each pattern's id and ε go to its slot now, and the sorted keys'
+        // order is turned into pattern numbers, so no rank table is kept during the last phase
+        // (computed here, before the outputs and patterns are allocated, its sort does not
+        // raise the build's peak memory).
+        let mut patterns: Vec<Pattern> = Vec::with_capacity(sorted.len());
+        crate::mem::advise_huge(&patterns);
+        {
+            let rank = forward_ranks(keys);
+            patterns.resize(sorted.len(), Pattern { eps: 0.0, lens: 0, id: 0, len: 0, next: NONE, chain: 0 });
+            for (k, &(id, eps)) in values.iter().enumerate() {
+                let p = &mut patterns[rank[k] as usize];
+                (p.id, p.eps) = (id, eps);
+            }
+            for o in sorted.order.iter_mut() {
+                *o = rank[*o as usize];
+            }
+        }
         let mut outs: Vec<u32> = Vec::with_capacity(states.len());
         crate::mem::advise_huge(&outs);
         outs.resize(states.len(), NONE);
-        let patterns = Self::link_failures(&mut states, &mut outs, &root_next, &sorted, values, &rank);
-        drop(rank);
+        Self::link_failures(&mut states, &mut outs, &root_next, &sorted, &mut patterns);
         drop(sorted);
         // States without children: the guard block (the last one).
         let guard = (states.len() - 256) as u32;
@@ -420,12 +436,8 @@ impl Automaton {
         outs: &mut [u32],
         root_next: &[u32; 256],
         sorted: &SortedKeys,
-        values: &[(u32, f64)],
-        rank: &[u32],
-    ) -> Vec<Pattern> {
-        let mut patterns: Vec<Pattern> = Vec::with_capacity(sorted.len());
-        crate::mem::advise_huge(&patterns);
-        patterns.resize(sorted.len(), Pattern { eps: 0.0, lens: 0, id: 0, len: 0, next: NONE, chain: 0 });
+        patterns: &mut [Pattern],
+    ) {
         let mut labels: Vec<u8> = Vec::with_capacity(256);
         let mut ranges: Vec<(u32, u32)> = Vec::with_capacity(256);
         let mut queue: VecDeque<(u32, u32, u32, u32)> = VecDeque::new();
@@ -478,9 +490,8 @@ impl Automaton {
                 let mut out = outs[fail as usize];
                 if sorted.key(clo as usize).len() == d + 1 {
                     // A pattern ends at the child (the first key of its range; at most one).
-                    let ki = sorted.order[clo as usize];
-                    let (id, eps) = values[ki as usize];
-                    let pi = rank[ki as usize];
+                    let pi = sorted.order[clo as usize];
+                    let Pattern { id, eps, .. } = patterns[pi as usize];
                     let len = depth + 1;
                     let (lens, chain) = match out {
                         NONE => (0, 0),
@@ -499,7 +510,6 @@ impl Automaton {
                 queue.push_back((t, depth + 1, clo, chi));
             }
         }
-        patterns
     }
 
     /// The child of `s` by `c` during the build (root children come from the root table).
