@@ -106,6 +106,33 @@ pub struct Automaton {
     min_eps: f64,
 }
 
+/// The rank of each key in the order of its tokens read forwards (the keys reversed):
+/// the pattern numbering, which puts a token's chain (its prefixes that are tokens) in nearby
+/// memory.
+fn forward_ranks(keys: &[&[u8]]) -> Vec<u32> {
+    // As in `SortedKeys::new`: an 8-byte big-endian prefix (here of the token, the key's last
+    // bytes reversed) decides most comparisons.
+    let prefix = |k: &[u8]| -> u64 {
+        let mut b = [0u8; 8];
+        for (d, &c) in b.iter_mut().zip(k.iter().rev()) {
+            *d = c;
+        }
+        u64::from_be_bytes(b)
+    };
+    let mut order: Vec<(u64, u32)> = keys.iter().enumerate().map(|(i, k)| (prefix(k), i as u32)).collect();
+    {
+        use rayon::slice::ParallelSliceMut;
+        order.par_sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0).then_with(|| keys[a.1 as usize].iter().rev().cmp(keys[b.1 as usize].iter().rev()))
+        });
+    }
+    let mut rank = vec![0u32; keys.len()];
+    for (r, &(_, k)) in order.iter().enumerate() {
+        rank[k as usize] = r as u32;
+    }
+    rank
+}
+
 /// The root state (slot 0).
 const ROOT: u32 = 0;
 
@@ -258,12 +285,15 @@ impl Automaton {
     fn build_limited(keys: &[&[u8]], values: &[(u32, f64)], max_states: usize) -> Result<Self, Error> {
         debug_assert_eq!(keys.len(), values.len());
         let max_states = max_states.min(MAX_STATES);
+        // Patterns are numbered in the order of their tokens read forwards (see `forward_ranks`).
+        let rank = forward_ranks(keys);
         let sorted = SortedKeys::new(keys);
         let (mut states, root_next) = Self::place_states(&sorted, max_states)?;
         let mut outs: Vec<u32> = Vec::with_capacity(states.len());
         crate::mem::advise_huge(&outs);
         outs.resize(states.len(), NONE);
-        let patterns = Self::link_failures(&mut states, &mut outs, &root_next, &sorted, values);
+        let patterns = Self::link_failures(&mut states, &mut outs, &root_next, &sorted, values, &rank);
+        drop(rank);
         drop(sorted);
         // States without children: the guard block (the last one).
         let guard = (states.len() - 256) as u32;
@@ -391,6 +421,7 @@ impl Automaton {
         root_next: &[u32; 256],
         sorted: &SortedKeys,
         values: &[(u32, f64)],
+        rank: &[u32],
     ) -> Vec<Pattern> {
         let mut patterns: Vec<Pattern> = Vec::with_capacity(sorted.len());
         crate::mem::advise_huge(&patterns);
@@ -447,8 +478,9 @@ impl Automaton {
                 let mut out = outs[fail as usize];
                 if sorted.key(clo as usize).len() == d + 1 {
                     // A pattern ends at the child (the first key of its range; at most one).
-                    let pi = sorted.order[clo as usize];
-                    let (id, eps) = values[pi as usize];
+                    let ki = sorted.order[clo as usize];
+                    let (id, eps) = values[ki as usize];
+                    let pi = rank[ki as usize];
                     let len = depth + 1;
                     let (lens, chain) = match out {
                         NONE => (0, 0),
@@ -693,6 +725,48 @@ mod tests {
                 }
                 assert_eq!(t, want, "round {round} byte {i}");
                 s = want;
+            }
+        }
+    }
+
+    /// Patterns are numbered in the order of their keys read backwards (the tokens read
+    /// forwards), ties of the 8-byte prefix included (keys of 1-20 bytes over a small alphabet
+    /// and all 256 byte values), and each chain still lists the pattern's suffixes that are
+    /// patterns, longest first.
+    #[test]
+    fn patterns_are_numbered_by_reversed_keys() {
+        let mut rnd = xorshift(0x2545F4914F6CDD1Du64);
+        for round in 0..30 {
+            let mut pats: Vec<Vec<u8>> = Vec::new();
+            for _ in 0..1 + rnd(200) {
+                let alpha = if round % 3 == 0 { 256 } else { 3 };
+                let p: Vec<u8> = (0..1 + rnd(20)).map(|_| rnd(alpha) as u8).collect();
+                if !pats.contains(&p) {
+                    pats.push(p);
+                }
+            }
+            let refs: Vec<&[u8]> = pats.iter().map(|p| p.as_slice()).collect();
+            // Ids are the input positions, times 3 (not the pattern numbers).
+            let vals: Vec<(u32, f64)> = (0..refs.len()).map(|k| (k as u32 * 3, 0.0)).collect();
+            let a = Automaton::build(&refs, &vals).unwrap();
+            assert_eq!(a.patterns.len(), pats.len());
+            let key_of = |p: &Pattern| -> Vec<u8> { pats[p.id as usize / 3].iter().rev().copied().collect() };
+            for w in a.patterns.windows(2) {
+                assert!(key_of(&w[0]) < key_of(&w[1]), "round {round}: patterns out of forward order");
+            }
+            for p in a.patterns.iter() {
+                let key = &pats[p.id as usize / 3];
+                assert_eq!(p.len as usize, key.len());
+                let want: Vec<usize> =
+                    (1..=key.len()).rev().filter(|&l| pats.iter().any(|q| q.as_slice() == &key[key.len() - l..])).collect();
+                let mut got = Vec::new();
+                let mut q = a.patterns.iter().position(|x| x.id == p.id).unwrap() as u32;
+                while q != NONE {
+                    got.push(a.pattern(q).len as usize);
+                    q = a.pattern(q).next;
+                }
+                assert_eq!(got, want, "round {round}");
+                assert_eq!(p.chain as usize, want.len());
             }
         }
     }
