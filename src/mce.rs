@@ -527,6 +527,17 @@ impl PieceCache {
     }
 }
 
+/// Makes room for `n` items in `v`: a new allocation of exactly `n` (contents dropped), advised
+/// to huge pages when large, if `v` has less. A text of megabytes needs per-byte buffers of
+/// tens of megabytes, allocated anew for each such text (`Scratch::shrink`): with huge pages
+/// their first touch faults once per 2 MiB instead of once per 4 KiB.
+fn reserve_huge<T>(v: &mut Vec<T>, n: usize) {
+    if v.capacity() < n {
+        *v = Vec::with_capacity(n);
+        crate::mem::advise_huge(v);
+    }
+}
+
 /// Reusable buffers for one thread.
 #[derive(Default)]
 pub struct Scratch {
@@ -619,6 +630,8 @@ impl Encoder {
         }
         match self.options.algorithm {
             Algorithm::Mce => {
+                // Room for the sentinel too (see `mce_choices`).
+                reserve_huge(&mut scratch.starts, text.len() + 1);
                 unit_starts(text, &mut scratch.starts);
                 self.mce_choices(text, scratch);
             }
@@ -655,14 +668,19 @@ impl Encoder {
         // The ring of D and its mirror: D[q] is at q & mask and at (q & mask) + ring, so that
         // any window of up to `ring` positions is one contiguous slice.
         scratch.dist.resize(2 * ring, 0.0);
+        reserve_huge(&mut scratch.choice, n);
         scratch.choice.clear();
         scratch.choice.resize(n, 0);
+        reserve_huge(&mut scratch.lens, n);
         scratch.lens.clear();
         scratch.lens.resize(n, 0);
         // Sentinel: the end of the text closes the last unit.
         scratch.starts.push(1);
-        PieceCache::select(&mut scratch.cache, &mut scratch.spare, self.id);
         self.cuts(text, &mut scratch.cuts);
+        // The piece cache is made ready (selected, or made: 16 MiB to allocate and fill) with
+        // the first short piece, so that a text of long pieces only (a run of spaces) does
+        // without it.
+        let mut ready = false;
         // D[q] at the right end of the current piece (D[n] = 0).
         let mut x = 0.0f64;
         // The pieces, found (and their cache slots prefetched) a batch at a time, one batch
@@ -672,9 +690,14 @@ impl Encoder {
         let mut ahead = [PieceKey::default(); PIECE_BATCH];
         // Only the pieces `walk_missing` walks are read, and it writes all their positions.
         let mut walks = [[NONE; PIECE_MAX]; PIECE_BATCH];
-        let (mut nb, mut end) = self.next_batch(text, &scratch.starts, &scratch.cuts, &scratch.cache, n, &mut batch);
+        let (mut nb, mut end) = self.next_batch(text, &scratch.starts, &scratch.cuts, None, n, &mut batch);
         while nb > 0 {
-            let (na, after) = if end > 0 { self.next_batch(text, &scratch.starts, &scratch.cuts, &scratch.cache, end, &mut ahead) } else { (0, 0) };
+            if !ready && batch[..nb].iter().any(|k| k.short) {
+                PieceCache::select(&mut scratch.cache, &mut scratch.spare, self.id);
+                ready = true;
+            }
+            let cache = ready.then_some(&scratch.cache);
+            let (na, after) = if end > 0 { self.next_batch(text, &scratch.starts, &scratch.cuts, cache, end, &mut ahead) } else { (0, 0) };
             // The short pieces missing from the cache are walked together (see `walk_missing`).
             let walked = self.walk_missing(text, &batch[..nb], &scratch.cache, &mut walks);
             for (m, k) in batch[..nb].iter().enumerate() {
@@ -785,13 +808,13 @@ impl Encoder {
     }
 
     /// Up to [`PIECE_BATCH`] pieces left of `end` (> 0) into `out`, right to left, with the
-    /// cache slots of the short ones prefetched; returns how many and where the last one starts.
+    /// cache slots of the short ones prefetched (when `cache` is given: ready for this encoder); returns how many and where the last one starts.
     #[inline(always)]
-    fn next_batch(&self, text: &[u8], starts: &[u8], cuts: &[u64], cache: &PieceCache, mut end: usize, out: &mut [PieceKey; PIECE_BATCH]) -> (usize, usize) {
+    fn next_batch(&self, text: &[u8], starts: &[u8], cuts: &[u64], cache: Option<&PieceCache>, mut end: usize, out: &mut [PieceKey; PIECE_BATCH]) -> (usize, usize) {
         let mut nb = 0;
         while nb < PIECE_BATCH && end > 0 {
             let k = self.next_piece(text, starts, cuts, end);
-            if k.short {
+            if let (true, Some(cache)) = (k.short, cache) {
                 for w in 0..WAYS {
                     crate::mem::prefetch(&cache.entries[k.slot + w]);
                 }
@@ -1032,8 +1055,10 @@ impl Encoder {
     /// position.
     fn fmm_choices(&self, text: &[u8], scratch: &mut Scratch) {
         let n = text.len();
+        reserve_huge(&mut scratch.choice, n);
         scratch.choice.clear();
         scratch.choice.resize(n, 0);
+        reserve_huge(&mut scratch.lens, n);
         scratch.lens.clear();
         scratch.lens.resize(n, 0);
         let choice = &mut scratch.choice[..];
@@ -1487,6 +1512,52 @@ mod tests {
                     q = p;
                 }
             }
+        }
+    }
+
+    #[test]
+    fn cache_made_ready_with_the_first_short_piece() {
+        // The piece cache is selected only when a batch holds a short piece: texts whose right
+        // end (where the scan starts) has more than a batch of long pieces, then short ones;
+        // texts of long pieces only leave the scratch's cache to the encoder that had it.
+        let mut toks: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        // Byte pairs of a/b and of c/d are inside tokens, a pair of one of each is not: runs of
+        // one alphabet then the other are long pieces with no short piece between them.
+        for t in [&b"ab"[..], b"ba", b"aab", b"bb", b"abab", b"cd", b"dc", b"cc", b"ddc"] {
+            let id = toks.len() as u32;
+            toks.push((id, t.to_vec()));
+        }
+        let opt = Options { algorithm: Algorithm::Mce, boundary_penalty: 0.05, token_preference: true };
+        let enc = Encoder::new(Vocab::new(toks.clone()).unwrap(), opt);
+        let other = enc.with_options(Options { boundary_penalty: 0.3, ..opt });
+        let mut rng = Rng(0x1a2b_3c4d);
+        let mut scratch = Scratch::default();
+        let long = |rng: &mut Rng, k: usize| -> Vec<u8> {
+            let abc: &[u8] = if k % 2 == 0 { b"ab" } else { b"cd" };
+            (0..PIECE_MAX + 1 + rng.below(40)).map(|_| abc[rng.below(2)]).collect()
+        };
+        for round in 0..6 {
+            // "x" is in no token of two bytes: a cut on both sides.
+            let mut text = Vec::new();
+            for _ in 0..rng.below(30) {
+                text.extend((0..1 + rng.below(6)).map(|_| b"ab"[rng.below(2)]));
+                text.push(b'x');
+            }
+            for k in 0..PIECE_BATCH + 1 + rng.below(2 * PIECE_BATCH) {
+                text.extend(long(&mut rng, k));
+            }
+            let e = if round % 2 == 0 { &enc } else { &other };
+            let mut got = Vec::new();
+            e.encode_into(&text, &mut scratch, &mut got);
+            assert_eq!(got, reference(&toks, &text, e.options()), "round {round}");
+            assert_eq!(scratch.cache.owner, e.id, "round {round}: short pieces, so e's cache");
+            // Long pieces only: the other encoder's cache stays in place.
+            let only_long: Vec<u8> = (0..1 + rng.below(3 * PIECE_BATCH)).flat_map(|k| long(&mut rng, k)).collect();
+            let f = if round % 2 == 0 { &other } else { &enc };
+            let mut got = Vec::new();
+            f.encode_into(&only_long, &mut scratch, &mut got);
+            assert_eq!(got, reference(&toks, &only_long, f.options()), "round {round}, long only");
+            assert_eq!(scratch.cache.owner, e.id, "round {round}: no short piece, no cache change");
         }
     }
 
