@@ -423,6 +423,19 @@ def header_md(res: Dict[str, Any], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def doc_body(doc: Optional[str]) -> str:
+    """A script's docstring without its first two paragraphs (title and usage): the page's
+    description of what it measures."""
+    return (doc or "").split("\n\n", 2)[2].strip()
+
+
+def load_line(res: Dict[str, Any], runs: str = "run") -> str:
+    """The page sentence with the 1/5/15-minute load averages before and after ``res``'s run."""
+    fmt = lambda xs: ", ".join(f"{x:.1f}" for x in xs)  # noqa: E731
+    return (f"Machine load (1/5/15-min averages) before the {runs}: {fmt(res['load_before'])}; "
+            f"after: {fmt(res['load_after'])}.")
+
+
 # --- same-data byte-level BPE (Hugging Face tokenizers) ------------------------------------------
 
 # The GPT-4 split regex and the trainer live in cnfmce.baselines (shared with the demo and the

@@ -206,9 +206,8 @@ def run(args: Any) -> Dict[str, Any]:
 
 def render(res: Dict[str, Any], md: Path) -> None:
     L = [C.header_md(res, "The ids the zh and multi targets would cost: exchanges in the trained vocabularies"), ""]
-    L += [(__doc__ or "").split("\n\n", 2)[2].strip(), "",
-          f"Machine load (1/5/15-min averages) before the run: {', '.join(f'{x:.1f}' for x in res['load_before'])}; "
-          f"after: {', '.join(f'{x:.1f}' for x in res['load_after'])}.", ""]
+    L += [C.doc_body(__doc__), "",
+          C.load_line(res), ""]
     cols = [(k, c) for k in ("indomain", "heldout") for c in C.CATEGORIES]
     L += ["## Findings", ""]
     for size, r in res["runs"].items():

@@ -198,8 +198,7 @@ def render(res: Dict[str, Any], md: Path) -> None:
           "Gains are in characters per token over "
           "the same-data byte-level BPE (HF `tokenizers`, GPT-4 split) of the same size; **bold** where the "
           "issue's target is missed by *after*.", "",
-          f"Machine load (1/5/15-min averages) before the runs: {', '.join(f'{x:.1f}' for x in res['load_before'])}; "
-          f"after: {', '.join(f'{x:.1f}' for x in res['load_after'])}.", ""]
+          C.load_line(res, "runs"), ""]
     for key, r in res["runs"].items():
         corpus, size = key.split("-")
         cats = cats_of(corpus)

@@ -137,7 +137,7 @@ def render() -> None:
     js, md, _ = C.result_paths("raw_rule", False)
     C.write_json(js, res)
     L = [C.header_md(res, "Which counted candidates make the raw vocabulary: non-ASCII weighting and a Han rule (screened, none kept)"), "",
-         (__doc__ or "").split("\n\n", 2)[2].strip(), "",
+         C.doc_body(__doc__), "",
          "Gain in characters per token over the same-data byte-level BPE of the same size (in = in-domain, held = "
          "held-out-by-package); *points* = the change against `base` with the same selection; training = "
          "`train_from_counts` wall / CPU seconds (filtering and refining only: counting is shared) and the 1-minute load "

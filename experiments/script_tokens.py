@@ -297,9 +297,8 @@ def run(args: Any) -> Dict[str, Any]:
 
 def render(res: Dict[str, Any], md: Path) -> None:
     L = [C.header_md(res, "Script tokens: why CNF's Han, Cyrillic, Greek and Hangul tokens are worth less than the BPE's"), ""]
-    L += [(__doc__ or "").split("\n\n", 2)[2].strip(), "",
-          f"Machine load (1/5/15-min averages) before the run: {', '.join(f'{x:.1f}' for x in res['load_before'])}; "
-          f"after: {', '.join(f'{x:.1f}' for x in res['load_after'])}. Count of the 10,000,000th candidate: "
+    L += [C.doc_body(__doc__), "",
+          C.load_line(res) + f" Count of the 10,000,000th candidate: "
           f"{res['count_at_10M']:,}.", ""]
     L += ["## Findings", ""] + [f"* {x}" for x in findings(res)] + [""]
     L += ["What this says (the tables below hold the numbers):", "",
