@@ -106,28 +106,45 @@ pub struct Automaton {
     min_eps: f64,
 }
 
+/// Key indices sorted by key (`reversed`: by key read backwards, i.e. by token read forwards),
+/// in parallel. An 8-byte big-endian prefix (of the bytes in that reading) decides most
+/// comparisons.
+fn sort_order(keys: &[&[u8]], reversed: bool) -> Vec<u32> {
+    let prefix = |k: &[u8]| -> u64 {
+        let mut b = [0u8; 8];
+        if reversed {
+            for (d, &c) in b.iter_mut().zip(k.iter().rev()) {
+                *d = c;
+            }
+        } else {
+            let n = k.len().min(8);
+            b[..n].copy_from_slice(&k[..n]);
+        }
+        u64::from_be_bytes(b)
+    };
+    let mut sorted: Vec<(u64, u32)> = keys.iter().enumerate().map(|(i, k)| (prefix(k), i as u32)).collect();
+    {
+        use rayon::slice::ParallelSliceMut;
+        sorted.par_sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0).then_with(|| {
+                let (ka, kb) = (keys[a.1 as usize], keys[b.1 as usize]);
+                if reversed {
+                    ka.iter().rev().cmp(kb.iter().rev())
+                } else {
+                    ka.cmp(kb)
+                }
+            })
+        });
+    }
+    sorted.into_iter().map(|e| e.1).collect()
+}
+
 /// The rank of each key in the order of its tokens read forwards (the keys reversed):
 /// the pattern numbering, which puts a token's chain (its prefixes that are tokens) in nearby
 /// memory.
 fn forward_ranks(keys: &[&[u8]]) -> Vec<u32> {
-    // As in `SortedKeys::new`: an 8-byte big-endian prefix (here of the token, the key's last
-    // bytes reversed) decides most comparisons.
-    let prefix = |k: &[u8]| -> u64 {
-        let mut b = [0u8; 8];
-        for (d, &c) in b.iter_mut().zip(k.iter().rev()) {
-            *d = c;
-        }
-        u64::from_be_bytes(b)
-    };
-    let mut order: Vec<(u64, u32)> = keys.iter().enumerate().map(|(i, k)| (prefix(k), i as u32)).collect();
-    {
-        use rayon::slice::ParallelSliceMut;
-        order.par_sort_unstable_by(|a, b| {
-            a.0.cmp(&b.0).then_with(|| keys[a.1 as usize].iter().rev().cmp(keys[b.1 as usize].iter().rev()))
-        });
-    }
     let mut rank = vec![0u32; keys.len()];
-    for (r, &(_, k)) in order.iter().enumerate() {
+    for (r, k) in sort_order(keys, true).into_iter().enumerate() {
         rank[k as usize] = r as u32;
     }
     rank
@@ -207,24 +224,9 @@ struct SortedKeys {
 
 impl SortedKeys {
     fn new(keys: &[&[u8]]) -> Self {
-        // Sort by an 8-byte big-endian prefix first (most comparisons end there), then copy the
-        // keys into one arena in sorted order so that the breadth-first sweep reads memory
-        // sequentially.
-        let prefix = |k: &[u8]| -> u64 {
-            let mut b = [0u8; 8];
-            let n = k.len().min(8);
-            b[..n].copy_from_slice(&k[..n]);
-            u64::from_be_bytes(b)
-        };
-        let mut sorted: Vec<(u64, u32)> =
-            keys.iter().enumerate().map(|(i, k)| (prefix(k), i as u32)).collect();
-        {
-            use rayon::slice::ParallelSliceMut;
-            sorted.par_sort_unstable_by(|a, b| {
-                a.0.cmp(&b.0).then_with(|| keys[a.1 as usize].cmp(keys[b.1 as usize]))
-            });
-        }
-        let order: Vec<u32> = sorted.into_iter().map(|e| e.1).collect();
+        // Sort (see `sort_order`), then copy the keys into one arena in sorted order so that
+        // the breadth-first sweep reads memory sequentially.
+        let order = sort_order(keys, false);
         let total: usize = keys.iter().map(|k| k.len()).sum();
         let mut arena: Vec<u8> = Vec::with_capacity(total);
         let mut starts: Vec<usize> = Vec::with_capacity(keys.len() + 1);

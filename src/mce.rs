@@ -586,6 +586,17 @@ pub fn with_thread_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
 }
 
 impl Scratch {
+    /// `choice` and `lens` set to `n` zeros (the per-position result of a pass over `n` bytes),
+    /// on huge pages when large (`reserve_huge`).
+    fn reset_paths(&mut self, n: usize) {
+        reserve_huge(&mut self.choice, n);
+        self.choice.clear();
+        self.choice.resize(n, 0);
+        reserve_huge(&mut self.lens, n);
+        self.lens.clear();
+        self.lens.resize(n, 0);
+    }
+
     /// Frees the buffers when they grew beyond `max_bytes` of input (after a huge text), so
     /// an idle thread does not keep hundreds of megabytes.
     pub fn shrink(&mut self, max_bytes: usize) {
@@ -668,12 +679,7 @@ impl Encoder {
         // The ring of D and its mirror: D[q] is at q & mask and at (q & mask) + ring, so that
         // any window of up to `ring` positions is one contiguous slice.
         scratch.dist.resize(2 * ring, 0.0);
-        reserve_huge(&mut scratch.choice, n);
-        scratch.choice.clear();
-        scratch.choice.resize(n, 0);
-        reserve_huge(&mut scratch.lens, n);
-        scratch.lens.clear();
-        scratch.lens.resize(n, 0);
+        scratch.reset_paths(n);
         // Sentinel: the end of the text closes the last unit.
         scratch.starts.push(1);
         self.cuts(text, &mut scratch.cuts);
@@ -1055,12 +1061,7 @@ impl Encoder {
     /// position.
     fn fmm_choices(&self, text: &[u8], scratch: &mut Scratch) {
         let n = text.len();
-        reserve_huge(&mut scratch.choice, n);
-        scratch.choice.clear();
-        scratch.choice.resize(n, 0);
-        reserve_huge(&mut scratch.lens, n);
-        scratch.lens.clear();
-        scratch.lens.resize(n, 0);
+        scratch.reset_paths(n);
         let choice = &mut scratch.choice[..];
         let lens = &mut scratch.lens[..];
         let ac = self.vocab.automaton();
