@@ -247,13 +247,6 @@ impl SortedKeys {
         &self.arena[self.starts[i]..self.starts[i + 1]]
     }
 
-    /// The label of the first child of the node whose keys are `lo..hi` at `depth`.
-    #[inline]
-    fn first_label(&self, depth: usize, lo: usize, hi: usize) -> Option<u8> {
-        let k = if lo < hi && self.key(lo).len() == depth { lo + 1 } else { lo };
-        (k < hi).then(|| self.key(k)[depth])
-    }
-
     /// The children of the node whose keys are `lo..hi` at `depth`: their labels and key ranges.
     fn children(&self, depth: usize, lo: usize, hi: usize, labels: &mut Vec<u8>, ranges: &mut Vec<(u32, u32)>) {
         labels.clear();
@@ -275,6 +268,265 @@ impl SortedKeys {
     }
 }
 
+/// Nodes per run of a level in [`Automaton::link_failures`] (few in tests, so that small
+/// vocabularies have levels of many runs).
+const LINK_RUN: usize = if cfg!(test) { 8 } else { 4096 };
+
+/// Failure searches interleaved by [`LinkCx::search_lanes`].
+const SEARCH_LANES: usize = 8;
+
+/// A child to link: its state `t`, its label `c`, the first key of its range `clo`, and `f`:
+/// where its failure search starts, then its failure state.
+#[derive(Clone, Copy)]
+struct Job {
+    t: u32,
+    c: u8,
+    f: u32,
+    clo: u32,
+}
+
+/// The tables and buffers of [`Automaton::link_failures`].
+struct LinkCx<'a> {
+    states: &'a mut [State],
+    outs: &'a mut [u32],
+    root_next: &'a [u32; 256],
+    sorted: &'a SortedKeys,
+    patterns: &'a mut [Pattern],
+    /// Empty run buffers of capacity LINK_RUN, reused: every run of every level is one of
+    /// them, so the frontier takes at most the buffers in use at once (about one level).
+    pool: Vec<Vec<(u32, u32, u32)>>,
+}
+
+impl LinkCx<'_> {
+    fn buffer(&mut self) -> Vec<(u32, u32, u32)> {
+        self.pool.pop().unwrap_or_else(|| Vec::with_capacity(LINK_RUN))
+    }
+
+    fn give_back(&mut self, mut run: Vec<(u32, u32, u32)>) {
+        if run.capacity() == LINK_RUN {
+            run.clear();
+            self.pool.push(run);
+        }
+    }
+
+    #[inline(always)]
+    fn state(&self, s: u32) -> State {
+        self.states[s as usize]
+    }
+
+    /// The child of `s` by `c` during the build (root children come from the root table).
+    #[inline]
+    fn child_of(&self, s: u32, c: u8) -> Option<u32> {
+        if s == ROOT {
+            let t = self.root_next[c as usize];
+            return (t != ROOT).then_some(t);
+        }
+        let b = self.state(s).base();
+        if b == 0 {
+            return None;
+        }
+        // A base points at a whole block, so b ^ c is a slot.
+        let t = b ^ c as u32;
+        (self.state(t).check() == c).then_some(t)
+    }
+
+    /// Links the children of the nodes of `group` (consecutive runs of a level, all at
+    /// `depth`; their buffers go back to the pool); returns the children in order, in full
+    /// runs of [`LINK_RUN`] but the last.
+    fn link_group(&mut self, depth: u32, group: Vec<Vec<(u32, u32, u32)>>, lanes: bool) -> Vec<Vec<(u32, u32, u32)>> {
+        let mut runs: Vec<Vec<(u32, u32, u32)>> = Vec::new();
+        let mut next = self.buffer();
+        let mut jobs = Vec::new();
+        for run in group {
+            self.link_run(depth, &run, &mut runs, &mut next, &mut jobs, lanes);
+            self.give_back(run);
+        }
+        if next.is_empty() {
+            self.give_back(next);
+        } else {
+            runs.push(next);
+        }
+        runs
+    }
+
+    /// Links the children of the nodes `run` (all at `depth`), appending them to `next` and
+    /// each full `next` to `runs`; `lanes`: the failure searches interleaved (see
+    /// [`Self::search_lanes`]), else one after the other (the plain sweep the tests compare
+    /// with).
+    fn link_run(
+        &mut self,
+        depth: u32,
+        run: &[(u32, u32, u32)],
+        runs: &mut Vec<Vec<(u32, u32, u32)>>,
+        next: &mut Vec<(u32, u32, u32)>,
+        jobs: &mut Vec<Job>,
+        lanes: bool,
+    ) {
+        let sorted = self.sorted;
+        let mut labels: Vec<u8> = Vec::with_capacity(256);
+        let mut ranges: Vec<(u32, u32)> = Vec::with_capacity(256);
+        let d = depth as usize;
+        jobs.clear();
+        for (m, &(s, lo, hi)) in run.iter().enumerate() {
+            if let Some(&(s2, ..)) = run.get(m + LINK_AHEAD) {
+                crate::mem::prefetch(self.states.as_ptr().wrapping_add(s2 as usize));
+            }
+            sorted.children(d, lo as usize, hi as usize, &mut labels, &mut ranges);
+            if labels.is_empty() {
+                continue;
+            }
+            let base = self.state(s).base();
+            let s_fail = self.state(s).fail();
+            for (&c, &(clo, chi)) in labels.iter().zip(ranges.iter()) {
+                let t = base ^ c as u32;
+                // The failure search starts at the parent's failure state (the root's
+                // children fail to the root: no search, `f` = NONE marks it).
+                jobs.push(Job { t, c, f: if s == ROOT { NONE } else { s_fail }, clo });
+                if next.len() == LINK_RUN {
+                    runs.push(std::mem::replace(next, self.buffer()));
+                }
+                next.push((t, clo, chi));
+            }
+        }
+        if lanes {
+            self.search_lanes(jobs);
+        } else {
+            for job in jobs.iter_mut() {
+                job.f = if job.f == NONE { ROOT } else { self.search(job.f, job.c) };
+            }
+        }
+        // The outputs and patterns of the children, their loads started a few jobs ahead.
+        for k in 0..jobs.len() {
+            if let Some(j) = jobs.get(k + LINK_AHEAD) {
+                crate::mem::prefetch(self.outs.as_ptr().wrapping_add(j.f as usize));
+            }
+            if let Some(j) = jobs.get(k + LINK_AHEAD / 2) {
+                let o = self.outs[j.f as usize];
+                crate::mem::prefetch(self.patterns.as_ptr().wrapping_add(o as usize));
+                crate::mem::prefetch(self.patterns.as_ptr().wrapping_add(sorted.order[j.clo as usize] as usize));
+            }
+            let Job { t, f: fail, clo, .. } = jobs[k];
+            let mut out = self.outs[fail as usize];
+            if sorted.key(clo as usize).len() == d + 1 {
+                // A pattern ends at the child (the first key of its range; at most one).
+                let pi = sorted.order[clo as usize];
+                let Pattern { id, eps, .. } = self.patterns[pi as usize];
+                let len = depth + 1;
+                let (lens, chain) = match out {
+                    NONE => (0, 0),
+                    o => (self.patterns[o as usize].lens, self.patterns[o as usize].chain),
+                };
+                let lens = if len as usize > MASK_LEN || (out != NONE && lens == 0) { 0 } else { lens | 1u64 << (len - 1) };
+                self.patterns[pi as usize] = Pattern { eps, lens, id, len, next: out, chain: chain + 1 };
+                out = pi;
+            }
+            self.states[t as usize] = self.states[t as usize].with_fail(fail);
+            self.outs[t as usize] = out;
+        }
+    }
+
+    /// The failure state of a child by `c` whose parent fails to `f`: the first state on the
+    /// failure chain from `f` with a child by `c` gives that child, else the root.
+    fn search(&self, mut f: u32, c: u8) -> u32 {
+        loop {
+            if let Some(g) = self.child_of(f, c) {
+                return g;
+            }
+            if f == ROOT {
+                return ROOT;
+            }
+            f = self.state(f).fail();
+        }
+    }
+
+    /// [`Self::search`] for every job (`job.f`: the parent's failure state, or NONE for a
+    /// child of the root; replaced by the result), [`SEARCH_LANES`] searches at a time. Each
+    /// search is a chain of dependent loads (a state, then its child's slot, then the next
+    /// failure state ...) into a table far larger than the caches; a lane advances by one
+    /// load per turn, the load having been prefetched on its previous turn, so the lanes'
+    /// misses overlap instead of following each other.
+    fn search_lanes(&self, jobs: &mut [Job]) {
+        let st = &*self.states;
+        // A lane: its job, the state `f` on the chain, and whether `f`'s state (phase 0) or
+        // its child's slot (phase 1, `slot`) is the load prefetched last turn.
+        #[derive(Clone, Copy)]
+        struct Lane {
+            job: usize,
+            f: u32,
+            slot: u32,
+            phase: u8,
+        }
+        let mut lanes: [Lane; SEARCH_LANES] = [Lane { job: usize::MAX, f: 0, slot: 0, phase: 0 }; SEARCH_LANES];
+        let mut taken = 0usize;
+        let mut active = 0usize;
+        // Gives the lane its next job that needs a search (children of the root get the root).
+        let refill = |lane: &mut Lane, taken: &mut usize, jobs: &mut [Job]| -> bool {
+            while *taken < jobs.len() {
+                let k = *taken;
+                *taken += 1;
+                let f = jobs[k].f;
+                if f == NONE {
+                    jobs[k].f = ROOT;
+                    continue;
+                }
+                crate::mem::prefetch(st.as_ptr().wrapping_add(f as usize));
+                *lane = Lane { job: k, f, slot: 0, phase: 0 };
+                return true;
+            }
+            lane.job = usize::MAX;
+            false
+        };
+        for lane in lanes.iter_mut() {
+            if refill(lane, &mut taken, jobs) {
+                active += 1;
+            }
+        }
+        while active > 0 {
+            for lane in lanes.iter_mut() {
+                if lane.job == usize::MAX {
+                    continue;
+                }
+                let c = jobs[lane.job].c;
+                let found = if lane.phase == 0 {
+                    if lane.f == ROOT {
+                        // The root's children come from the root table (ROOT: none, and the
+                        // chain ends at the root either way).
+                        Some(self.root_next[c as usize])
+                    } else {
+                        let b = self.state(lane.f).base();
+                        if b == 0 {
+                            // No children: on to the failure state.
+                            lane.f = self.state(lane.f).fail();
+                            crate::mem::prefetch(st.as_ptr().wrapping_add(lane.f as usize));
+                            None
+                        } else {
+                            lane.slot = b ^ c as u32;
+                            lane.phase = 1;
+                            crate::mem::prefetch(st.as_ptr().wrapping_add(lane.slot as usize));
+                            None
+                        }
+                    }
+                } else if self.state(lane.slot).check() == c {
+                    Some(lane.slot)
+                } else {
+                    // f is not the root here (phase 1 follows a real state only).
+                    lane.f = self.state(lane.f).fail();
+                    lane.phase = 0;
+                    crate::mem::prefetch(st.as_ptr().wrapping_add(lane.f as usize));
+                    None
+                };
+                if let Some(g) = found {
+                    jobs[lane.job].f = g;
+                    if !refill(lane, &mut taken, jobs) {
+                        active -= 1;
+                    }
+                }
+            }
+        }
+    }
+
+}
+
 impl Automaton {
     /// Builds the automaton of `patterns` (`(bytes, value)`), which are matched as given (the
     /// caller reverses tokens). Patterns must be non-empty and distinct. Fails when the states
@@ -286,6 +538,12 @@ impl Automaton {
     /// [`Self::build`] with at most `max_states` slots (at most [`MAX_STATES`]; smaller limits
     /// test the failure).
     fn build_limited(keys: &[&[u8]], values: &[(u32, f64)], max_states: usize) -> Result<Self, Error> {
+        Self::build_with(keys, values, max_states, true)
+    }
+
+    /// [`Self::build_limited`], the failure searches interleaved or not (`lanes`; the tests
+    /// compare the two).
+    fn build_with(keys: &[&[u8]], values: &[(u32, f64)], max_states: usize, lanes: bool) -> Result<Self, Error> {
         debug_assert_eq!(keys.len(), values.len());
         let max_states = max_states.min(MAX_STATES);
         let mut sorted = SortedKeys::new(keys);
@@ -311,7 +569,7 @@ impl Automaton {
         let mut outs: Vec<u32> = Vec::with_capacity(states.len());
         crate::mem::advise_huge(&outs);
         outs.resize(states.len(), NONE);
-        Self::link_failures(&mut states, &mut outs, &root_next, &sorted, &mut patterns);
+        Self::link_failures(&mut states, &mut outs, &root_next, &sorted, &mut patterns, lanes);
         drop(sorted);
         // States without children: the guard block (the last one).
         let guard = (states.len() - 256) as u32;
@@ -433,101 +691,32 @@ impl Automaton {
     /// Phase 2 of the build: failure links and outputs breadth first (a failure state is
     /// shallower, so it is complete when its dependents are reached), and the patterns with
     /// their chains (a chain's tail is shorter, so it is complete too).
+    ///
+    /// Level by level, in runs of [`LINK_RUN`] nodes: the children of a run are listed first,
+    /// then their failure searches run interleaved ([`LinkCx::search_lanes`]: each search is a
+    /// chain of dependent loads into tables far larger than the caches, hundreds of MB for a
+    /// 5M-entry vocabulary), then their outputs and patterns are written. A child's search
+    /// reads only shallower nodes (complete: their level is done) and the `base`/`check`
+    /// fields, which this phase does not change, so the order of the searches does not matter.
     fn link_failures(
         states: &mut [State],
         outs: &mut [u32],
         root_next: &[u32; 256],
         sorted: &SortedKeys,
         patterns: &mut [Pattern],
+        lanes: bool,
     ) {
-        let mut labels: Vec<u8> = Vec::with_capacity(256);
-        let mut ranges: Vec<(u32, u32)> = Vec::with_capacity(256);
-        let mut queue: VecDeque<(u32, u32, u32, u32)> = VecDeque::new();
-        queue.push_back((ROOT, 0, 0, sorted.len() as u32));
-        while let Some((s, depth, lo, hi)) = queue.pop_front() {
-            // The failure search of a node is a chain of dependent loads into a table far
-            // larger than the caches (a 5M-entry vocabulary: hundreds of MB); nodes are
-            // independent, so the loads of the nodes a few places ahead in the queue are
-            // started now, one link of the chain per distance (the state, its failure state,
-            // the failure state's child by the first label and that child's output).
-            if let Some(&(s2, ..)) = queue.get(LINK_AHEAD) {
-                crate::mem::prefetch(states.as_ptr().wrapping_add(s2 as usize));
-            }
-            if let Some(&(s2, ..)) = queue.get(LINK_AHEAD / 2) {
-                let f = states[s2 as usize].fail();
-                crate::mem::prefetch(states.as_ptr().wrapping_add(f as usize));
-            }
-            if let Some(&(s2, d2, lo2, hi2)) = queue.get(LINK_AHEAD / 4) {
-                let f = states[s2 as usize].fail();
-                let bf = states[f as usize].base();
-                if let Some(c) = sorted.first_label(d2 as usize, lo2 as usize, hi2 as usize) {
-                    let g = (bf ^ c as u32) as usize;
-                    crate::mem::prefetch(states.as_ptr().wrapping_add(g));
-                    crate::mem::prefetch(outs.as_ptr().wrapping_add(g));
-                }
-            }
-            let d = depth as usize;
-            sorted.children(d, lo as usize, hi as usize, &mut labels, &mut ranges);
-            if labels.is_empty() {
-                continue;
-            }
-            let base = states[s as usize].base();
-            let s_fail = states[s as usize].fail();
-            for (&c, &(clo, chi)) in labels.iter().zip(ranges.iter()) {
-                let t = base ^ c as u32;
-                let fail = if s == ROOT {
-                    ROOT
-                } else {
-                    let mut f = s_fail;
-                    loop {
-                        if let Some(g) = Self::child_of(states, root_next, f, c) {
-                            break g;
-                        }
-                        if f == ROOT {
-                            break ROOT;
-                        }
-                        f = states[f as usize].fail();
-                    }
-                };
-                let mut out = outs[fail as usize];
-                if sorted.key(clo as usize).len() == d + 1 {
-                    // A pattern ends at the child (the first key of its range; at most one).
-                    let pi = sorted.order[clo as usize];
-                    let Pattern { id, eps, .. } = patterns[pi as usize];
-                    let len = depth + 1;
-                    let (lens, chain) = match out {
-                        NONE => (0, 0),
-                        o => (patterns[o as usize].lens, patterns[o as usize].chain),
-                    };
-                    let lens = if len as usize > MASK_LEN || (out != NONE && lens == 0) {
-                        0
-                    } else {
-                        lens | 1u64 << (len - 1)
-                    };
-                    patterns[pi as usize] = Pattern { eps, lens, id, len, next: out, chain: chain + 1 };
-                    out = pi;
-                }
-                states[t as usize] = states[t as usize].with_fail(fail);
-                outs[t as usize] = out;
-                queue.push_back((t, depth + 1, clo, chi));
-            }
+        let mut cx = LinkCx { states, outs, root_next, sorted, patterns, pool: Vec::new() };
+        // A level: its nodes (state, key range) in breadth-first order, in runs of at most
+        // LINK_RUN nodes, each run's buffer reused once linked (so the frontier takes about
+        // the memory of one breadth-first queue).
+        let mut level: Vec<Vec<(u32, u32, u32)>> = vec![cx.buffer()];
+        level[0].push((ROOT, 0, sorted.len() as u32));
+        let mut depth = 0u32;
+        while !level.is_empty() {
+            level = cx.link_group(depth, level, lanes);
+            depth += 1;
         }
-    }
-
-    /// The child of `s` by `c` during the build (root children come from the root table).
-    #[inline]
-    fn child_of(states: &[State], root_next: &[u32; 256], s: u32, c: u8) -> Option<u32> {
-        if s == ROOT {
-            let t = root_next[c as usize];
-            return (t != ROOT).then_some(t);
-        }
-        let b = states[s as usize].base();
-        if b == 0 {
-            return None;
-        }
-        // A base points at a whole block, so b ^ c is a slot.
-        let t = (b ^ c as u32) as usize;
-        (states[t].check() == c).then_some(t as u32)
     }
 
     /// The state after consuming `c` in state `s`.
@@ -679,6 +868,36 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             x % n
+        }
+    }
+
+    #[test]
+    fn interleaved_failure_searches_equal_one_sweep() {
+        // Levels far wider than a run (8 nodes in tests), long failure chains (small
+        // alphabets, long keys): the interleaved searches must give the very same states,
+        // outputs and patterns as one search after the other, and match the naive search.
+        let mut rnd = xorshift(0x9E3779B97F4A7C15u64);
+        for round in 0..12 {
+            let alpha = if round % 3 == 0 { 256 } else { 3 + rnd(5) };
+            let mut pats: Vec<Vec<u8>> = Vec::new();
+            for _ in 0..300 + rnd(3000) {
+                let len = 1 + rnd(if round % 2 == 0 { 6 } else { 40 }) as usize;
+                pats.push((0..len).map(|_| rnd(alpha) as u8).collect());
+            }
+            pats.sort();
+            pats.dedup();
+            let refs: Vec<&[u8]> = pats.iter().map(|p| p.as_slice()).collect();
+            let vals: Vec<(u32, f64)> = (0..refs.len()).map(|k| (k as u32 * 3, k as f64 * 1e-3)).collect();
+            let par = Automaton::build_with(&refs, &vals, MAX_STATES, true).unwrap();
+            let seq = Automaton::build_with(&refs, &vals, MAX_STATES, false).unwrap();
+            assert_eq!(par.states, seq.states, "round {round}");
+            assert_eq!(par.outs, seq.outs, "round {round}");
+            assert_eq!(par.patterns.len(), seq.patterns.len());
+            for (p, q) in par.patterns.iter().zip(&seq.patterns) {
+                assert_eq!((p.eps.to_bits(), p.lens, p.id, p.len, p.next, p.chain), (q.eps.to_bits(), q.lens, q.id, q.len, q.next, q.chain));
+            }
+            let text: Vec<u8> = (0..2000).map(|_| rnd(alpha) as u8).collect();
+            assert_eq!(scan(&par, &text), naive(&refs, &text), "round {round}");
         }
     }
 
