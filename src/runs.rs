@@ -582,7 +582,8 @@ pub(crate) mod tests {
     }
 
     fn case(rng: &mut Rng, toks: &[(u32, Vec<u8>)], enc: &Encoder, b: u8, len: usize, tag: &str) {
-        let pre = SIDES[rng.below(SIDES.len())];
+        // A continuation byte's run after a lead byte: its first byte joins the lead's character.
+        let pre = if b == 0x80 && rng.below(2) == 0 { b"\xC2" } else { SIDES[rng.below(SIDES.len())] };
         let post = SIDES[rng.below(SIDES.len())];
         let text = [pre, &vec![b; len][..], post].concat();
         let what = format!("{tag} b={:?} len={len} pre={pre:?} post={post:?} opt={:?}", b as char, enc.options());
@@ -601,6 +602,37 @@ pub(crate) mod tests {
             for len in 0..=12 * w + w + 8 {
                 case(&mut rng, &toks, &enc, b, len, &format!("round {round}"));
             }
+        }
+    }
+
+    /// The unit window after [`replay_units`] is the one after entering and leaving every
+    /// position, over flags constant on `a+1 ..= end` (and at `a` when they are 1).
+    #[test]
+    fn replay_units_equals_full_walk() {
+        let mut rng = Rng(0x853C49E6748FEA9B);
+        for _ in 0..300 {
+            let (left, mid, right) = (rng.below(5), 1 + rng.below(200), 1 + rng.below(80));
+            let v = rng.below(2) as u8;
+            let mut starts: Vec<u8> = (0..left).map(|_| rng.below(2) as u8).collect();
+            let a = starts.len();
+            starts.push(if v == 1 { 1 } else { rng.below(2) as u8 });
+            starts.extend(std::iter::repeat_n(v, mid));
+            let end = a + mid;
+            starts.extend((0..right).map(|_| rng.below(2) as u8));
+            let n = starts.len();
+            starts.push(1);
+            let mut w = UnitWindow::new(n);
+            for i in (end..n).rev() {
+                w.enter(starts[i] != 0, starts[i + 1] != 0);
+                w.leave(i);
+            }
+            let mut full = w;
+            for i in (a..end).rev() {
+                full.enter(starts[i] != 0, starts[i + 1] != 0);
+                full.leave(i);
+            }
+            replay_units(&mut w, &starts, a, end);
+            assert_eq!(format!("{w:?}"), format!("{full:?}"), "flags {starts:?} a {a} end {end}");
         }
     }
 
