@@ -424,6 +424,7 @@ fn verify(cands: &[Cand], cmax: f64, win: &[f64], hi: usize, g: usize, a: usize,
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use super::{replay_units, UnitWindow};
     use crate::mce::{Encoder, Options, Scratch};
     use crate::options::Algorithm;
     use crate::units::unit_starts;
