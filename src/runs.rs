@@ -158,7 +158,7 @@ pub fn next_edge(text: &[u8], p: usize, q: usize, start: usize, end: usize, w: u
             }
             if r1 >= w + min {
                 let e = r1 - w;
-                if e > start && e < end && e - r0 >= min {
+                if e > start && e < end && e >= r0 + min {
                     return Some(e);
                 }
             }
@@ -366,7 +366,7 @@ fn verify(cands: &[Cand], cmax: f64, win: &[f64], hi: usize, g: usize, a: usize,
         }
         // Cheap checks first: the window's far end in the same binade, two differences.
         let q = dg - d(g + pp);
-        if exponent(d(g + pp + m - 1)) != ex || !(q > 0.0) || (m > 1 && d(g + 1) - d(g + 1 + pp) != q) {
+        if exponent(d(g + pp + m - 1)) != ex || q <= 0.0 || (m > 1 && d(g + 1) - d(g + 1 + pp) != q) {
             continue;
         }
         // (1) and (2); the largest D the sums at [g, g + pp) read.
