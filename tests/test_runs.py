@@ -72,6 +72,9 @@ LONG = {
     "tabs_letters": "\t" * 250_001 + "a" * 130_000 + " b",
     "mixed": ("x = 1" + " " * 70_000 + "\n" + "=" * 20_000 + "0" * 9_000 + "\n\n") * 3,
 }
+# Every residue class of the path modulo the period shows up in some run (one wrong copied
+# choice off the path of one length is on the path of another).
+LONG.update({f"spaces+{d}": "a" + " " * (200_000 + d) for d in range(0, 128, 7)})
 
 _CHILD = """
 import json, sys
