@@ -76,5 +76,5 @@ pub use train::{
     default_raw_vocab_size, train, FilterStats, Pass, PassStats, TrainConfig, Trained, Trainer, BATCH_BYTES,
     DEFAULT_COUNT_RAW_VOCAB_SIZE, DEFAULT_MEMORY_BUDGET, DEFAULT_VOCAB_SIZE, RAW_VOCAB_PER_TOKEN,
 };
-pub use units::unit_starts;
+pub use units::{ascii_unit_starts, unit_starts, utf8_with_unit_starts};
 pub use vocab::{Vocab, MAX_ID};

@@ -541,6 +541,8 @@ fn reserve_huge<T>(v: &mut Vec<T>, n: usize) {
 /// Reusable buffers for one thread.
 #[derive(Default)]
 pub struct Scratch {
+    /// The text of `Encoder::encode_filled`.
+    text: Vec<u8>,
     starts: Vec<u8>,
     /// Bit `i % 64` of word `i / 64`: whether position `i` is a cut (0, or no token spans the
     /// byte pair `i - 1, i`); see `Encoder::cuts`.
@@ -647,13 +649,42 @@ impl Encoder {
         if text.is_empty() {
             return;
         }
-        match self.options.algorithm {
-            Algorithm::Mce => {
-                // Room for the sentinel too (see `mce_choices`).
-                reserve_huge(&mut scratch.starts, text.len() + 1);
-                unit_starts(text, &mut scratch.starts);
-                self.mce_choices(text, scratch);
+        if self.options.algorithm == Algorithm::Mce {
+            // Room for the sentinel too (see `mce_choices`).
+            reserve_huge(&mut scratch.starts, text.len() + 1);
+            unit_starts(text, &mut scratch.starts);
+        }
+        self.encode_annotated(text, scratch, out);
+    }
+
+    /// `encode_into` of the text that `fill(buf, starts)` gives, borrowed (`Some`) or written
+    /// into `buf` (`None`), and of its unit starts, which it writes to `starts` exactly as [`unit_starts`] computes them (a caller that
+    /// knows the characters, e.g. of a Python `str`, annotates them as it writes their UTF-8,
+    /// instead of a second pass that validates and decodes them again). An `Err` of `fill` is
+    /// returned with nothing encoded.
+    pub fn encode_filled<'t, E>(
+        &self,
+        scratch: &mut Scratch,
+        out: &mut Vec<u32>,
+        fill: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>) -> Result<Option<&'t [u8]>, E>,
+    ) -> Result<(), E> {
+        let mut buf = std::mem::take(&mut scratch.text);
+        let r = fill(&mut buf, &mut scratch.starts);
+        if let Ok(given) = r {
+            let text = given.unwrap_or(&buf);
+            if !text.is_empty() {
+                assert_eq!(scratch.starts.len(), text.len(), "one unit-start flag per byte");
+                self.encode_annotated(text, scratch, out);
             }
+        }
+        scratch.text = buf;
+        r.map(|_| ())
+    }
+
+    /// `encode_into` with `scratch.starts` holding the unit starts of `text` (not empty).
+    fn encode_annotated(&self, text: &[u8], scratch: &mut Scratch, out: &mut Vec<u32>) {
+        match self.options.algorithm {
+            Algorithm::Mce => self.mce_choices(text, scratch),
             Algorithm::Fmm => self.fmm_choices(text, scratch),
         }
         let mut i = 0usize;
