@@ -684,7 +684,9 @@ impl Encoder {
     /// `encode_into` with `scratch.starts` holding the unit starts of `text` (not empty).
     fn encode_annotated(&self, text: &[u8], scratch: &mut Scratch, out: &mut Vec<u32>) {
         match self.options.algorithm {
-            Algorithm::Mce => self.mce_choices(text, scratch),
+            Algorithm::Mce => {
+                self.mce_choices(text, scratch);
+            }
             Algorithm::Fmm => self.fmm_choices(text, scratch),
         }
         let mut i = 0usize;
