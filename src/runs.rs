@@ -30,7 +30,9 @@
 //!    multiples of `u = 2^(E-52)`;
 //! 2. `D[x] - D[x+P] = q` for every `x ∈ [g, g+M)` (these differences are exact: Sterbenz), so
 //!    `q` is a multiple of `u`, and `q > 0`;
-//! 3. with `T = max fl(σ(j, k))` over `j ∈ [g, g+P)`, `k ∈ K`: `T + N·q ≤ 2^(E+1) - u`;
+//! 3. `T + N·q ≤ 2^(E+1) - u` for a double `T ∈ [2^E, 2^(E+1))` at least every `fl(σ(j, k))`,
+//!    `j ∈ [g, g+P)`, `k ∈ K` (the code takes `T = fl(max c_k + max D[g+1 .. g+P+M))`, a bound
+//!    by monotone rounding);
 //! 4. no `σ(j, k)` (same range) is a rounding midpoint of the grid `u`, or `q/u` is even.
 //!
 //! Then for every interior `i ∈ [g - N·P, g)`: `D[i] = D[i+P] + q` and the choice at `i` is the
@@ -65,8 +67,13 @@
 //! interior remain; the plain recurrence then continues, so a binade crossing (where (1) fails
 //! for a while) and the run's left end are always the real program. If nothing verifies, the
 //! plain recurrence solves the whole interior (never wrong, only slower). The residues of (4)
-//! and the bound of (3) are checked once per replay, over the verified period's `P·|K|` sums
-//! (TwoSum gives each rounding error exactly).
+//! are checked once per replay when `q/u` is odd, over the verified period's `P·|K|` sums (TwoSum
+//! gives each rounding error exactly); a guess refused by (3) or (4) is not retried until `D`
+//! leaves the binade.
+//!
+//! On o200k_base a run of spaces (84 tokens `" "^k` up to `k = 128`) verifies `P = 128` within
+//! a few hundred positions of each binade, so a run of 10,000,000 spaces runs the plain
+//! recurrence on under 10,000 positions and replays the rest.
 //!
 //! The encoder ([`crate::mce`]) stops a chunk at the right edge of a long run's interior (the
 //! positions within `W` of the run's end see other bytes and go through the ordinary program),
