@@ -46,6 +46,7 @@ mod probe;
 /// Corpus files (JSON lines, plain or gzip; text files) read into blocks of UTF-8 documents.
 pub mod read;
 mod refine;
+mod runs;
 mod spill;
 mod tiktoken;
 mod tokenizer;
@@ -75,5 +76,5 @@ pub use train::{
     default_raw_vocab_size, train, FilterStats, Pass, PassStats, TrainConfig, Trained, Trainer, BATCH_BYTES,
     DEFAULT_COUNT_RAW_VOCAB_SIZE, DEFAULT_MEMORY_BUDGET, DEFAULT_VOCAB_SIZE, RAW_VOCAB_PER_TOKEN,
 };
-pub use units::unit_starts;
+pub use units::{ascii_unit_starts, unit_starts, utf8_with_unit_starts};
 pub use vocab::{Vocab, MAX_ID};

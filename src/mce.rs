@@ -541,6 +541,8 @@ fn reserve_huge<T>(v: &mut Vec<T>, n: usize) {
 /// Reusable buffers for one thread.
 #[derive(Default)]
 pub struct Scratch {
+    /// The text of `Encoder::encode_filled`.
+    text: Vec<u8>,
     starts: Vec<u8>,
     /// Bit `i % 64` of word `i / 64`: whether position `i` is a cut (0, or no token spans the
     /// byte pair `i - 1, i`); see `Encoder::cuts`.
@@ -561,6 +563,8 @@ pub struct Scratch {
     cache: PieceCache,
     /// Those of the encoders used before it (see `PieceCache::select`).
     spare: Vec<PieceCache>,
+    /// The buffers of the run shortcut (see `crate::runs`).
+    runs: crate::runs::RunScratch,
 }
 
 /// Runs `f` with this thread's scratch buffers, which persist across calls (so does their piece
@@ -595,6 +599,12 @@ impl Scratch {
         reserve_huge(&mut self.lens, n);
         self.lens.clear();
         self.lens.resize(n, 0);
+    }
+
+    /// The token chosen at every position and its length (0: look it up) after the last pass.
+    #[cfg(test)]
+    pub(crate) fn paths(&self) -> (&[u32], &[u8]) {
+        (&self.choice, &self.lens)
     }
 
     /// Frees the buffers when they grew beyond `max_bytes` of input (after a huge text), so
@@ -639,11 +649,42 @@ impl Encoder {
         if text.is_empty() {
             return;
         }
+        if self.options.algorithm == Algorithm::Mce {
+            // Room for the sentinel too (see `mce_choices`).
+            reserve_huge(&mut scratch.starts, text.len() + 1);
+            unit_starts(text, &mut scratch.starts);
+        }
+        self.encode_annotated(text, scratch, out);
+    }
+
+    /// `encode_into` of the text that `fill(buf, starts)` gives, borrowed (`Some`) or written
+    /// into `buf` (`None`), and of its unit starts, which it writes to `starts` exactly as [`unit_starts`] computes them (a caller that
+    /// knows the characters, e.g. of a Python `str`, annotates them as it writes their UTF-8,
+    /// instead of a second pass that validates and decodes them again). An `Err` of `fill` is
+    /// returned with nothing encoded.
+    pub fn encode_filled<'t, E>(
+        &self,
+        scratch: &mut Scratch,
+        out: &mut Vec<u32>,
+        fill: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>) -> Result<Option<&'t [u8]>, E>,
+    ) -> Result<(), E> {
+        let mut buf = std::mem::take(&mut scratch.text);
+        let r = fill(&mut buf, &mut scratch.starts);
+        if let Ok(given) = r {
+            let text = given.unwrap_or(&buf);
+            if !text.is_empty() {
+                assert_eq!(scratch.starts.len(), text.len(), "one unit-start flag per byte");
+                self.encode_annotated(text, scratch, out);
+            }
+        }
+        scratch.text = buf;
+        r.map(|_| ())
+    }
+
+    /// `encode_into` with `scratch.starts` holding the unit starts of `text` (not empty).
+    fn encode_annotated(&self, text: &[u8], scratch: &mut Scratch, out: &mut Vec<u32>) {
         match self.options.algorithm {
             Algorithm::Mce => {
-                // Room for the sentinel too (see `mce_choices`).
-                reserve_huge(&mut scratch.starts, text.len() + 1);
-                unit_starts(text, &mut scratch.starts);
                 self.mce_choices(text, scratch);
             }
             Algorithm::Fmm => self.fmm_choices(text, scratch),
@@ -672,7 +713,7 @@ impl Encoder {
     /// token): the program never crosses them, so each piece between two cuts is solved from
     /// `D` at its right end, right to left. Short pieces go through the piece cache (see
     /// [`PieceCache`]), long ones through the walk and the program of [`Self::long_piece`].
-    fn mce_choices(&self, text: &[u8], scratch: &mut Scratch) {
+    fn mce_choices(&self, text: &[u8], scratch: &mut Scratch) -> f64 {
         let n = text.len();
         let ring = (self.vocab.max_len() + 1).next_power_of_two();
         scratch.dist.clear();
@@ -717,6 +758,17 @@ impl Encoder {
             (nb, end) = (na, after);
         }
         scratch.starts.pop();
+        x
+    }
+
+    /// D[0] of the MCE program over `text` (non-empty), with the choices left in `scratch`
+    /// (see [`Scratch::paths`]): for the tests that compare the program's costs, not only its
+    /// output.
+    #[cfg(test)]
+    pub(crate) fn mce_cost(&self, text: &[u8], scratch: &mut Scratch) -> f64 {
+        reserve_huge(&mut scratch.starts, text.len() + 1);
+        unit_starts(text, &mut scratch.starts);
+        self.mce_choices(text, scratch)
     }
 
     /// The program over the piece `text[p..q]` (`q` a cut or the end of the text, so the walk
@@ -725,7 +777,7 @@ impl Encoder {
     fn long_piece(&self, text: &[u8], p: usize, q: usize, x: f64, scratch: &mut Scratch) -> f64 {
         let ring = scratch.dist.len() / 2;
         let mask = ring - 1;
-        let Scratch { starts, choice, lens, dist, outs, states, flat, by_len, id_by_len, .. } = scratch;
+        let Scratch { starts, choice, lens, dist, outs, states, flat, by_len, id_by_len, runs, .. } = scratch;
         let (starts, dist, choice, lens) = (&starts[..], &mut dist[..], &mut choice[..], &mut lens[..]);
         dist[q & mask] = x;
         dist[(q & mask) + ring] = x;
@@ -739,8 +791,22 @@ impl Encoder {
         let mut flat_first = NONE;
         let mut state = ac.root();
         let mut end = q;
+        // Long runs of one byte: see `crate::runs` (its interiors skip the walk and the program).
+        let (shortcut, w) = (crate::runs::enabled(), self.vocab.max_len());
         while end > p {
-            let start = end.saturating_sub(CHUNK).max(p);
+            let mut start = end.saturating_sub(CHUNK).max(p);
+            if shortcut {
+                if let Some(a) = crate::runs::interior_at(text, starts, p, q, end, w) {
+                    crate::runs::solve(ac, costs, text, w, a, end, dist, choice, lens, runs);
+                    state = crate::runs::state_at(ac, text, a, w, q);
+                    crate::runs::replay_units(&mut units, starts, a, end);
+                    end = a;
+                    continue;
+                }
+                if let Some(e) = crate::runs::next_edge(text, p, q, start, end, w) {
+                    start = e;
+                }
+            }
             state = walk(ac, text, start, end, state, outs, states);
             let outs = &outs[..];
             for k in (0..end - start).rev() {

@@ -244,6 +244,25 @@ impl Tokenizer {
         out
     }
 
+    /// `encode(text, None)` of the text that `fill(buf, starts)` gives: either borrowed
+    /// (`Some`), with `starts` filled with its unit starts, or written into `buf` with them
+    /// (`None`); the unit starts exactly as `units::unit_starts` computes them (see
+    /// `Encoder::encode_filled`). An `Err` of `fill` is returned.
+    pub fn encode_filled<'t, E>(
+        &self,
+        size_hint: usize,
+        fill: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>) -> Result<Option<&'t [u8]>, E>,
+    ) -> Result<Vec<u32>, E> {
+        let mut out = Vec::with_capacity(size_hint / 4 + 1);
+        crate::mce::with_thread_scratch(|scratch| self.encoder.encode_filled(scratch, &mut out, fill))?;
+        Ok(out)
+    }
+
+    /// Whether `encode` with `allowed` matches no special token (one pass of the encoder).
+    pub fn matches_no_special(allowed: Option<&SpecialMatcher>) -> bool {
+        allowed.and_then(|m| m.automaton.as_ref()).is_none()
+    }
+
     /// Encodes `text` into a new vector with the given scratch buffers.
     pub(crate) fn encode_with_scratch(&self, text: &[u8], allowed: Option<&SpecialMatcher>, scratch: &mut Scratch) -> Vec<u32> {
         let mut out = Vec::with_capacity(text.len() / 4 + 1);

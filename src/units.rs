@@ -80,6 +80,65 @@ pub fn unit_starts(text: &[u8], starts: &mut Vec<u8>) {
     }
 }
 
+/// `unit_starts` of text known to be ASCII (no validation, no decoding): a byte starts a unit
+/// unless it and the byte before it are both letters. One pass the compiler vectorizes.
+pub fn ascii_unit_starts(text: &[u8], starts: &mut Vec<u8>) {
+    debug_assert!(text.is_ascii());
+    starts.clear();
+    starts.resize(text.len(), 0);
+    let letter = |b: u8| u8::from((b | 0x20).wrapping_sub(b'a') < 26);
+    if let Some(first) = starts.first_mut() {
+        *first = 1;
+    }
+    for (s, w) in starts.iter_mut().skip(1).zip(text.windows(2)) {
+        *s = 1 ^ (letter(w[0]) & letter(w[1]));
+    }
+}
+
+/// Writes the UTF-8 of the code points `cps` to `utf8` and its `unit_starts` to `starts` (both
+/// replaced) in one pass: the characters are known, so nothing is validated or decoded again.
+/// `Err` on a surrogate or a value past U+10FFFF (not a character; UTF-8 cannot hold it).
+pub fn utf8_with_unit_starts<I: ExactSizeIterator<Item = u32>>(cps: I, utf8: &mut Vec<u8>, starts: &mut Vec<u8>) -> Result<(), ()> {
+    utf8.clear();
+    starts.clear();
+    let cap = cps.len() * 4;
+    utf8.reserve(cap);
+    starts.reserve(cap + 1);
+    let (out, flags) = (utf8.as_mut_ptr(), starts.as_mut_ptr());
+    let mut n = 0usize;
+    let mut prev = 0u8;
+    for c in cps {
+        let (j, len) = if c < 0x80 {
+            (u8::from((c as u8 | 0x20).wrapping_sub(b'a') < 26), 1)
+        } else {
+            let ch = char::from_u32(c).ok_or(())?;
+            (u8::from(char_joins(ch)), ch.len_utf8())
+        };
+        // SAFETY: each code point takes at most 4 bytes and both buffers have room for 4 per
+        // code point; bytes n..n + len are written before the lengths are set below.
+        unsafe {
+            if len == 1 {
+                *out.add(n) = c as u8;
+            } else {
+                let ch = char::from_u32_unchecked(c);
+                ch.encode_utf8(std::slice::from_raw_parts_mut(out.add(n), len));
+            }
+            *flags.add(n) = 1 ^ (j & prev);
+            for k in 1..len {
+                *flags.add(n + k) = 0;
+            }
+        }
+        prev = j;
+        n += len;
+    }
+    // SAFETY: bytes 0..n of both were written above.
+    unsafe {
+        utf8.set_len(n);
+        starts.set_len(n);
+    }
+    Ok(())
+}
+
 /// `ASCII_JOINS[b]` is 1 for ASCII letters (the only joining ASCII characters).
 const ASCII_JOINS: [u8; 128] = {
     let mut t = [0u8; 128];
@@ -174,6 +233,77 @@ mod tests {
         assert_eq!(s, vec![1, 1, 1, 1, 1, 1]);
         let s = starts_of(b"ab\xe4\xb8\xadcd");
         assert_eq!(s, vec![1, 0, 1, 0, 0, 1, 0]);
+    }
+
+    /// Random texts over ASCII, Latin, marks, Cyrillic, Han, Hangul, emoji (4-byte) and mixed.
+    fn random_texts() -> Vec<String> {
+        let pool: Vec<char> = "aZ .,-_9\n\té\u{301}жЖΩ漢字かカ한ก\u{E31}ー😀𝔸\u{10FFFF}".chars().collect();
+        let mut state = 0x1234_5678_9abc_def0u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        (0..400)
+            .map(|k| {
+                let len = (next() % 70) as usize;
+                let ascii = k % 3 == 0;
+                (0..len)
+                    .map(|_| {
+                        let c = pool[(next() as usize) % pool.len()];
+                        if ascii && !c.is_ascii() { 'q' } else { c }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fused_annotations_match_unit_starts() {
+        for s in random_texts() {
+            let want = starts_of(s.as_bytes());
+            let (mut utf8, mut starts) = (vec![7u8; 3], vec![9u8; 5]);
+            utf8_with_unit_starts(s.chars().map(|c| c as u32).collect::<Vec<u32>>().into_iter(), &mut utf8, &mut starts).unwrap();
+            assert_eq!(utf8, s.as_bytes(), "{s:?}");
+            assert_eq!(starts, want, "{s:?}");
+            let ucs2: Vec<u16> = s.chars().filter(|&c| (c as u32) < 0x10000).map(|c| c as u32 as u16).collect();
+            let bmp: String = s.chars().filter(|&c| (c as u32) < 0x10000).collect();
+            utf8_with_unit_starts(ucs2.iter().map(|&c| c as u32), &mut utf8, &mut starts).unwrap();
+            assert_eq!((utf8.as_slice(), starts.clone()), (bmp.as_bytes(), starts_of(bmp.as_bytes())));
+            if s.is_ascii() {
+                let mut a = vec![3u8; 2];
+                ascii_unit_starts(s.as_bytes(), &mut a);
+                assert_eq!(a, want, "{s:?}");
+            }
+        }
+        let (mut utf8, mut starts) = (Vec::new(), Vec::new());
+        assert!(utf8_with_unit_starts([0x61, 0xD800].into_iter(), &mut utf8, &mut starts).is_err());
+        assert!(utf8_with_unit_starts([0x110000].into_iter(), &mut utf8, &mut starts).is_err());
+        // Every ASCII byte pair (letters are exactly A-Z and a-z).
+        for a in 0u8..128 {
+            for b in 0u8..128 {
+                let mut v = Vec::new();
+                ascii_unit_starts(&[a, b], &mut v);
+                assert_eq!(v, starts_of(&[a, b]), "{a} {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn fused_annotations_of_every_code_point() {
+        // Each character between letters, after a digit and next to a copy of itself.
+        let mut text = String::new();
+        for c in (0u32..0x110000).filter_map(char::from_u32) {
+            for x in ['a', c, 'b', c, c, '1', c, ' '] {
+                text.push(x);
+            }
+        }
+        let cps: Vec<u32> = text.chars().map(|c| c as u32).collect();
+        let (mut utf8, mut starts) = (Vec::new(), Vec::new());
+        utf8_with_unit_starts(cps.into_iter(), &mut utf8, &mut starts).unwrap();
+        assert!(utf8 == text.as_bytes());
+        assert!(starts == starts_of(text.as_bytes()));
     }
 
     #[test]

@@ -658,3 +658,25 @@ def test_piece_batches_and_cut_scan_on_o200k_match_reference(o200k):
         for data in texts + [prose, prose]:
             want = ref.mce_encode(vocab, data, lam, eps)
             assert tok.encode_bytes(data) == want, (lam, eps, len(data), data[:80])
+
+
+def test_str_kinds_encode_like_their_utf8():
+    """``encode(str)`` annotates the units while it writes the UTF-8 of the characters (one
+    pass per CPython representation: ASCII, 1-, 2- and 4-byte); it must equal ``encode_bytes``
+    of the UTF-8, whose unit starts are checked against the reference above, for every assigned
+    character in each representation it can be stored in."""
+    tokens = [bytes([b]) for b in range(256)] + [b"ab", b"a\xc3", b"\xc3\xa9b", b" a", b"1 ", b"ba"]
+    toks = [cnfmce.Tokenizer.from_tokens(tokens, boundary_penalty=lam) for lam in (0.0, 0.3, math.inf)]
+    chars = _assigned_chars()
+    rng = random.Random(7)
+    for floor, lead in ((0, ""), (0x80, "\u00e9"), (0x100, "\u0101"), (0x10000, "\U0001f600")):
+        sel = [c for c in chars if ord(c) >= floor]
+        for b0 in range(0, len(sel), 8192):
+            text = lead + "".join("a" + c + "b" + c + c + "1 " + c for c in sel[b0:b0 + 8192])
+            if floor == 0:
+                text = "".join(rng.choice("ab 1.\n") for _ in range(3000))
+            data = text.encode("utf-8")
+            for tok in toks:
+                assert tok.encode(text) == tok.encode_bytes(data), (hex(floor), b0)
+            if floor == 0:
+                break

@@ -54,6 +54,29 @@ impl<'a> StrData<'a> {
     }
 }
 
+impl<'a> StrData<'a> {
+    /// The UTF-8 bytes with their unit starts (`units::unit_starts`) in `starts`, in one pass
+    /// over the characters: `Some` (borrowed) for UTF-8 data, else `None` with the bytes
+    /// written to `buf`; `Err` on a lone surrogate (see `Tokenizer::encode_filled`).
+    pub(crate) fn utf8_with_starts(&self, buf: &mut Vec<u8>, starts: &mut Vec<u8>) -> Result<Option<&'a [u8]>, ()> {
+        use crate::units::{ascii_unit_starts, unit_starts, utf8_with_unit_starts};
+        match self {
+            StrData::Utf8(b) if b.is_ascii() => {
+                ascii_unit_starts(b, starts);
+                return Ok(Some(b));
+            }
+            StrData::Utf8(b) => {
+                unit_starts(b, starts);
+                return Ok(Some(b));
+            }
+            StrData::Ucs1(b) => utf8_with_unit_starts(b.iter().map(|&c| c as u32), buf, starts)?,
+            StrData::Ucs2(w) => utf8_with_unit_starts(w.iter().map(|&c| c as u32), buf, starts)?,
+            StrData::Ucs4(w) => utf8_with_unit_starts(w.iter().copied(), buf, starts)?,
+        }
+        Ok(None)
+    }
+}
+
 pub(crate) fn str_data<'a>(s: &'a Bound<'_, PyString>) -> PyResult<StrData<'a>> {
     use pyo3::types::string::PyStringData;
     // SAFETY: CPython's compact string representation; the data lives as long as `s`.

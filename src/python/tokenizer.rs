@@ -368,6 +368,13 @@ impl PyCoreTokenizer {
         allowed: Option<&Bound<'_, PySpecialMatcher>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let data = str_data(text)?;
+        if Tokenizer::matches_no_special(allowed.map(|a| &a.get().inner)) {
+            // One pass over the characters writes the UTF-8 and annotates the units.
+            let hint = data.utf8_size_hint();
+            let run = || self.inner.encode_filled(hint, |buf, starts| data.utf8_with_starts(buf, starts));
+            let ids = if hint < DETACH_BYTES { guarded(run)? } else { py.detach(|| guarded(run))? };
+            return self.ints.list(py, &ids.map_err(|_| surrogate_error(None))?);
+        }
         let mut buf = Vec::new();
         let bytes = data.utf8(&mut buf).map_err(|_| surrogate_error(None))?;
         self.encode_detached(py, bytes.unwrap_or(&buf), allowed)
