@@ -20,8 +20,6 @@ import pytest
 
 import reference as ref
 
-REPO = Path(__file__).resolve().parent.parent
-
 SIDES = ["", "x", "def f():\n", "12", "\n", "中文", "ab", "-->", "é"]
 
 
@@ -87,8 +85,11 @@ json.dump({k: tok.encode(v) for k, v in texts.items()}, sys.stdout)
 
 def test_long_runs_match_the_plain_program(o200k):
     from conftest import shared_path
+    import cnfmce
+    # The child imports the same package as this process (installed or in the work tree).
+    here = str(Path(cnfmce.__file__).resolve().parent.parent)
     env = dict(os.environ, CNFMCE_RUN_SHORTCUT="0",
-               PYTHONPATH=os.pathsep.join([str(REPO / "python"), os.environ.get("PYTHONPATH", "")]))
+               PYTHONPATH=os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run([sys.executable, "-c", _CHILD, str(shared_path("vocabs", "o200k_base.tiktoken"))],
                          input=json.dumps(LONG), capture_output=True, text=True, env=env, check=True, timeout=600)
     plain = json.loads(out.stdout)
