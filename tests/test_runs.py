@@ -37,7 +37,7 @@ def _lengths():
 
 
 @pytest.mark.parametrize("byte,every,options", [
-    (" ", 2, {}),
+    (" ", 3, {}),
     (" ", 5, {"boundary_penalty": float("inf")}),
     (" ", 5, {"token_preference": False}),
     ("-", 2, {}),
@@ -72,7 +72,7 @@ LONG = {
 }
 # Every residue class of the path modulo the period shows up in some run (one wrong copied
 # choice off the path of one length is on the path of another).
-LONG.update({f"spaces+{d}": "a" + " " * (200_000 + d) for d in range(0, 128, 7)})
+LONG.update({f"spaces+{d}": "a" + " " * (200_000 + d) for d in range(0, 128, 13)})
 
 _CHILD = """
 import json, sys
