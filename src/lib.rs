@@ -46,6 +46,7 @@ mod probe;
 /// Corpus files (JSON lines, plain or gzip; text files) read into blocks of UTF-8 documents.
 pub mod read;
 mod refine;
+mod runs;
 mod spill;
 mod tiktoken;
 mod tokenizer;

@@ -563,6 +563,8 @@ pub struct Scratch {
     cache: PieceCache,
     /// Those of the encoders used before it (see `PieceCache::select`).
     spare: Vec<PieceCache>,
+    /// The buffers of the run shortcut (see `crate::runs`).
+    runs: crate::runs::RunScratch,
 }
 
 /// Runs `f` with this thread's scratch buffers, which persist across calls (so does their piece
@@ -597,6 +599,12 @@ impl Scratch {
         reserve_huge(&mut self.lens, n);
         self.lens.clear();
         self.lens.resize(n, 0);
+    }
+
+    /// The token chosen at every position and its length (0: look it up) after the last pass.
+    #[cfg(test)]
+    pub(crate) fn paths(&self) -> (&[u32], &[u8]) {
+        (&self.choice, &self.lens)
     }
 
     /// Frees the buffers when they grew beyond `max_bytes` of input (after a huge text), so
@@ -676,7 +684,9 @@ impl Encoder {
     /// `encode_into` with `scratch.starts` holding the unit starts of `text` (not empty).
     fn encode_annotated(&self, text: &[u8], scratch: &mut Scratch, out: &mut Vec<u32>) {
         match self.options.algorithm {
-            Algorithm::Mce => self.mce_choices(text, scratch),
+            Algorithm::Mce => {
+                self.mce_choices(text, scratch);
+            }
             Algorithm::Fmm => self.fmm_choices(text, scratch),
         }
         let mut i = 0usize;
@@ -703,7 +713,7 @@ impl Encoder {
     /// token): the program never crosses them, so each piece between two cuts is solved from
     /// `D` at its right end, right to left. Short pieces go through the piece cache (see
     /// [`PieceCache`]), long ones through the walk and the program of [`Self::long_piece`].
-    fn mce_choices(&self, text: &[u8], scratch: &mut Scratch) {
+    fn mce_choices(&self, text: &[u8], scratch: &mut Scratch) -> f64 {
         let n = text.len();
         let ring = (self.vocab.max_len() + 1).next_power_of_two();
         scratch.dist.clear();
@@ -748,6 +758,17 @@ impl Encoder {
             (nb, end) = (na, after);
         }
         scratch.starts.pop();
+        x
+    }
+
+    /// D[0] of the MCE program over `text` (non-empty), with the choices left in `scratch`
+    /// (see [`Scratch::paths`]): for the tests that compare the program's costs, not only its
+    /// output.
+    #[cfg(test)]
+    pub(crate) fn mce_cost(&self, text: &[u8], scratch: &mut Scratch) -> f64 {
+        reserve_huge(&mut scratch.starts, text.len() + 1);
+        unit_starts(text, &mut scratch.starts);
+        self.mce_choices(text, scratch)
     }
 
     /// The program over the piece `text[p..q]` (`q` a cut or the end of the text, so the walk
@@ -756,7 +777,7 @@ impl Encoder {
     fn long_piece(&self, text: &[u8], p: usize, q: usize, x: f64, scratch: &mut Scratch) -> f64 {
         let ring = scratch.dist.len() / 2;
         let mask = ring - 1;
-        let Scratch { starts, choice, lens, dist, outs, states, flat, by_len, id_by_len, .. } = scratch;
+        let Scratch { starts, choice, lens, dist, outs, states, flat, by_len, id_by_len, runs, .. } = scratch;
         let (starts, dist, choice, lens) = (&starts[..], &mut dist[..], &mut choice[..], &mut lens[..]);
         dist[q & mask] = x;
         dist[(q & mask) + ring] = x;
@@ -770,8 +791,22 @@ impl Encoder {
         let mut flat_first = NONE;
         let mut state = ac.root();
         let mut end = q;
+        // Long runs of one byte: see `crate::runs` (its interiors skip the walk and the program).
+        let (shortcut, w) = (crate::runs::enabled(), self.vocab.max_len());
         while end > p {
-            let start = end.saturating_sub(CHUNK).max(p);
+            let mut start = end.saturating_sub(CHUNK).max(p);
+            if shortcut {
+                if let Some(a) = crate::runs::interior_at(text, starts, p, q, end, w) {
+                    crate::runs::solve(ac, costs, text, w, a, end, dist, choice, lens, runs);
+                    state = crate::runs::state_at(ac, text, a, w, q);
+                    crate::runs::replay_units(&mut units, starts, a, end);
+                    end = a;
+                    continue;
+                }
+                if let Some(e) = crate::runs::next_edge(text, p, q, start, end, w) {
+                    start = e;
+                }
+            }
             state = walk(ac, text, start, end, state, outs, states);
             let outs = &outs[..];
             for k in (0..end - start).rev() {
