@@ -482,12 +482,15 @@ pub(crate) mod tests {
             w.push(unit);
         }
         let index: HashMap<&[u8], u32> = tokens.iter().map(|t| (t.1.as_slice(), t.0)).collect();
-        let maxl = tokens.iter().map(|t| t.1.len()).max().unwrap();
+        // The token lengths (a candidate x[i:j] needs j - i among them).
+        let mut lengths: Vec<usize> = tokens.iter().map(|t| t.1.len()).collect();
+        lengths.sort_unstable();
+        lengths.dedup();
         let mut d = vec![f64::INFINITY; n + 1];
         let mut nxt = vec![(0usize, 0u32); n + 1];
         d[n] = 0.0;
         for i in (0..n).rev() {
-            for j in i + 1..=n.min(i + maxl) {
+            for j in lengths.iter().map(|l| i + l).take_while(|&j| j <= n) {
                 let Some(&id) = index.get(&text[i..j]) else { continue };
                 let units = w[j - 1] - w[i] + 1;
                 let whole = starts[i] != 0 && (j == n || starts[j] != 0);
@@ -610,6 +613,32 @@ pub(crate) mod tests {
             for len in 0..=12 * w + w + 8 {
                 case(&mut rng, &toks, &enc, b, len, &format!("round {round}"));
             }
+        }
+    }
+
+    /// Vocabularies at the edges: single bytes only (W = 1), and tokens of 256 bytes and more
+    /// (their lengths are stored as 0 and looked up).
+    #[test]
+    fn edge_vocabularies_match_reference() {
+        let mut rng = Rng(0xA0761D6478BD642F);
+        let bytes: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|c| (c as u32 * 7 + 3, vec![c])).collect();
+        let mut long = bytes.clone();
+        for (k, id) in [(2usize, 300u32), (7, 5000), (256, 12), (301, 9)] {
+            long.push((id, vec![b' '; k]));
+        }
+        long.push((4, b"x".repeat(40)));
+        for (toks, lens) in [(bytes, &[1, 5, 40, 301, 1500, 9000][..]), (long, &[1, 301, 1205, 30_005 + rng.below(300)][..])] {
+            let before = counts()[REPLAY];
+            for pref in [true, false] {
+                let opt = Options { token_preference: pref, ..Options::default() };
+                let enc = Encoder::new(Vocab::new(toks.clone()).unwrap(), opt);
+                for &len in lens {
+                    case(&mut rng, &toks, &enc, b' ', len, "edge");
+                }
+            }
+            // (Single bytes only: every position is a cut, the pieces are short, nothing to replay.)
+            let w = toks.iter().map(|t| t.1.len()).max().unwrap();
+            assert!(w == 1 || counts()[REPLAY] > before, "a replay with W = {w}");
         }
     }
 
