@@ -264,7 +264,7 @@ impl Tokenizer {
         fill: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>) -> Result<Option<&'t [u8]>, E>,
     ) -> Result<Vec<u32>, E> {
         let mut out = Vec::with_capacity(size_hint / 4 + 1);
-        self.encoder.encode_filled(scratch, &mut out, fill)?;
+        self.encoder.encode_filled(scratch, &mut out, size_hint, fill)?;
         Ok(out)
     }
 
