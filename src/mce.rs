@@ -662,12 +662,17 @@ impl Encoder {
     /// knows the characters, e.g. of a Python `str`, annotates them as it writes their UTF-8,
     /// instead of a second pass that validates and decodes them again). An `Err` of `fill` is
     /// returned with nothing encoded.
+    /// `size_hint`: about how many bytes the text has (buffers of that size are made ready,
+    /// on huge pages when large, as `encode_into` does).
     pub fn encode_filled<'t, E>(
         &self,
         scratch: &mut Scratch,
         out: &mut Vec<u32>,
+        size_hint: usize,
         fill: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>) -> Result<Option<&'t [u8]>, E>,
     ) -> Result<(), E> {
+        // Room for the sentinel too (see `mce_choices`).
+        reserve_huge(&mut scratch.starts, size_hint + 1);
         let mut buf = std::mem::take(&mut scratch.text);
         let r = fill(&mut buf, &mut scratch.starts);
         if let Ok(given) = r {

@@ -253,8 +253,18 @@ impl Tokenizer {
         size_hint: usize,
         fill: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>) -> Result<Option<&'t [u8]>, E>,
     ) -> Result<Vec<u32>, E> {
+        crate::mce::with_thread_scratch(|scratch| self.encode_filled_with_scratch(scratch, size_hint, fill))
+    }
+
+    /// [`Self::encode_filled`] with the given scratch buffers.
+    pub(crate) fn encode_filled_with_scratch<'t, E>(
+        &self,
+        scratch: &mut Scratch,
+        size_hint: usize,
+        fill: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>) -> Result<Option<&'t [u8]>, E>,
+    ) -> Result<Vec<u32>, E> {
         let mut out = Vec::with_capacity(size_hint / 4 + 1);
-        crate::mce::with_thread_scratch(|scratch| self.encoder.encode_filled(scratch, &mut out, fill))?;
+        self.encoder.encode_filled(scratch, &mut out, size_hint, fill)?;
         Ok(out)
     }
 

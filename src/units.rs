@@ -103,6 +103,7 @@ pub fn utf8_with_unit_starts<I: ExactSizeIterator<Item = u32>>(cps: I, utf8: &mu
     starts.clear();
     let cap = cps.len() * 4;
     utf8.reserve(cap);
+    // One more for the encoder's sentinel.
     starts.reserve(cap + 1);
     let (out, flags) = (utf8.as_mut_ptr(), starts.as_mut_ptr());
     let mut n = 0usize;

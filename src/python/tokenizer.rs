@@ -398,8 +398,30 @@ impl PyCoreTokenizer {
         allowed: Option<&Bound<'_, PySpecialMatcher>>,
         num_threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
-        if let Some(helpers) = batch_helpers(num_threads, texts.len())? {
-            let m = allowed.map(|a| &a.get().inner);
+        let m = allowed.map(|a| &a.get().inner);
+        let helpers = batch_helpers(num_threads, texts.len())?;
+        if Tokenizer::matches_no_special(m) {
+            // As `encode`: the UTF-8 and the unit starts of each text in one pass (in the workers).
+            let datas: Vec<StrData<'_>> = texts.iter().map(str_data).collect::<PyResult<_>>()?;
+            let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
+            let tok = &self.inner;
+            let one = |k: usize, scratch: &mut crate::Scratch| {
+                tok.encode_filled_with_scratch(scratch, sizes[k], |buf, starts| datas[k].utf8_with_starts(buf, starts))
+            };
+            if let Some(helpers) = helpers {
+                let encode = |k: usize, _: &mut Vec<u8>, scratch: &mut crate::Scratch| one(k, scratch);
+                return self.streamed(py, &helpers, &sizes, encode, |ids| Ok(self.ints.list(py, &ids)?.into_any()));
+            }
+            let run = || {
+                let all = crate::tokenizer::par_map_largest_first(&sizes, || (), |_, k| {
+                    crate::mce::with_thread_scratch(|scratch| one(k, scratch)).map_err(|()| k)
+                });
+                all.into_iter().collect::<Result<Vec<_>, usize>>()
+            };
+            let all = py.detach(|| guarded(|| in_pool(num_threads, run)))??.map_err(|k| surrogate_error(Some(k)))?;
+            return self.ints.lists(py, &all);
+        }
+        if let Some(helpers) = helpers {
             let encode = |tok: &Tokenizer, bytes: &[u8], scratch: &mut crate::Scratch| tok.encode_with_scratch(bytes, m, scratch);
             return self.streamed_strs(py, &helpers, &texts, encode, |ids| Ok(self.ints.list(py, &ids)?.into_any()));
         }
