@@ -1148,7 +1148,7 @@ impl Encoder {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The boundary class of SPEC section 2 written out directly (independent of
@@ -1176,16 +1176,17 @@ mod tests {
         }).collect()
     }
 
-    /// Tiny deterministic generator (xorshift) so the tests need no extra crates.
-    struct Rng(u64);
+    /// Tiny deterministic generator (xorshift) so the tests need no extra crates (the tests of
+    /// `runs` use it too).
+    pub(crate) struct Rng(pub(crate) u64);
     impl Rng {
-        fn next(&mut self) -> u64 {
+        pub(crate) fn next(&mut self) -> u64 {
             self.0 ^= self.0 << 13;
             self.0 ^= self.0 >> 7;
             self.0 ^= self.0 << 17;
             self.0
         }
-        fn below(&mut self, n: usize) -> usize {
+        pub(crate) fn below(&mut self, n: usize) -> usize {
             (self.next() % n as u64) as usize
         }
     }

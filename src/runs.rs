@@ -455,18 +455,7 @@ pub(crate) mod tests {
         COUNTS.with(|c| *c.borrow())
     }
 
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
+    use crate::mce::tests::Rng;
 
     /// SPEC section 2 written out directly: `D` and the chosen `(j, id)` at every position.
     fn reference(tokens: &[(u32, Vec<u8>)], text: &[u8], opt: Options) -> (Vec<f64>, Vec<(usize, u32)>) {
