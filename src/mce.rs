@@ -1194,9 +1194,6 @@ pub(crate) mod tests {
     /// The dynamic program written out directly from SPEC section 2, O(n * L).
     fn reference(tokens: &[(u32, Vec<u8>)], text: &[u8], opt: Options) -> Vec<u32> {
         let n = text.len();
-        let mut starts = Vec::new();
-        unit_starts(text, &mut starts);
-        let w = unit_indices(&starts);
         let index: std::collections::HashMap<&[u8], u32> = tokens.iter().map(|t| (t.1.as_slice(), t.0)).collect();
         let find = |s: &[u8]| index.get(s).copied();
         let maxl = tokens.iter().map(|t| t.1.len()).max().unwrap();
@@ -1216,12 +1213,28 @@ pub(crate) mod tests {
             }
             return out;
         }
+        let (_, nxt) = reference_program(tokens, text, opt);
+        reference_path(&nxt, n)
+    }
+
+    /// SPEC section 2's MCE program written out directly: `D` and the chosen `(j, id)` at every
+    /// position (the tests of `runs` compare `D` and the choices too).
+    pub(crate) fn reference_program(tokens: &[(u32, Vec<u8>)], text: &[u8], opt: Options) -> (Vec<f64>, Vec<(usize, u32)>) {
+        let n = text.len();
+        let mut starts = Vec::new();
+        unit_starts(text, &mut starts);
+        let w = unit_indices(&starts);
+        let index: std::collections::HashMap<&[u8], u32> = tokens.iter().map(|t| (t.1.as_slice(), t.0)).collect();
+        // The token lengths (a candidate x[i:j] needs j - i among them).
+        let mut lengths: Vec<usize> = tokens.iter().map(|t| t.1.len()).collect();
+        lengths.sort_unstable();
+        lengths.dedup();
         let mut d = vec![f64::INFINITY; n + 1];
         let mut nxt = vec![(0usize, 0u32); n + 1];
         d[n] = 0.0;
         for i in (0..n).rev() {
-            for j in i + 1..=n.min(i + maxl) {
-                let Some(id) = find(&text[i..j]) else { continue };
+            for j in lengths.iter().map(|l| i + l).take_while(|&j| j <= n) {
+                let Some(&id) = index.get(&text[i..j]) else { continue };
                 let p = match boundary(&starts, &w, i, j) {
                     Some(false) => 0.0,
                     Some(true) => opt.boundary_penalty,
@@ -1239,6 +1252,11 @@ pub(crate) mod tests {
                 }
             }
         }
+        (d, nxt)
+    }
+
+    /// The tokens of the path `reference_program` chose, from position 0.
+    pub(crate) fn reference_path(nxt: &[(usize, u32)], n: usize) -> Vec<u32> {
         let mut out = Vec::new();
         let mut i = 0;
         while i < n {

@@ -434,10 +434,8 @@ pub(crate) mod tests {
     use super::{replay_units, UnitWindow};
     use crate::mce::{Encoder, Options, Scratch};
     use crate::options::Algorithm;
-    use crate::units::unit_starts;
     use crate::vocab::Vocab;
     use std::cell::RefCell;
-    use std::collections::HashMap;
 
     /// Branch counters (per thread): replays, replays refused at a binade's top, verified
     /// periods with a midpoint among their sums (refused), odd `q/u` without one (accepted).
@@ -457,62 +455,7 @@ pub(crate) mod tests {
 
     use crate::mce::tests::Rng;
 
-    /// SPEC section 2 written out directly: `D` and the chosen `(j, id)` at every position.
-    fn reference(tokens: &[(u32, Vec<u8>)], text: &[u8], opt: Options) -> (Vec<f64>, Vec<(usize, u32)>) {
-        let n = text.len();
-        let mut starts = Vec::new();
-        unit_starts(text, &mut starts);
-        let mut w = Vec::with_capacity(n);
-        let mut unit = 0u32;
-        for (i, &s) in starts.iter().enumerate() {
-            if s != 0 && i > 0 {
-                unit += 1;
-            }
-            w.push(unit);
-        }
-        let index: HashMap<&[u8], u32> = tokens.iter().map(|t| (t.1.as_slice(), t.0)).collect();
-        // The token lengths (a candidate x[i:j] needs j - i among them).
-        let mut lengths: Vec<usize> = tokens.iter().map(|t| t.1.len()).collect();
-        lengths.sort_unstable();
-        lengths.dedup();
-        let mut d = vec![f64::INFINITY; n + 1];
-        let mut nxt = vec![(0usize, 0u32); n + 1];
-        d[n] = 0.0;
-        for i in (0..n).rev() {
-            for j in lengths.iter().map(|l| i + l).take_while(|&j| j <= n) {
-                let Some(&id) = index.get(&text[i..j]) else { continue };
-                let units = w[j - 1] - w[i] + 1;
-                let whole = starts[i] != 0 && (j == n || starts[j] != 0);
-                let p = if units == 1 || whole {
-                    0.0
-                } else if units == 2 {
-                    opt.boundary_penalty
-                } else {
-                    continue;
-                };
-                if p.is_infinite() {
-                    continue;
-                }
-                let e = if opt.token_preference { crate::cost::token_preference(id) } else { 0.0 };
-                let tot = (1.0 + p + e) + d[j];
-                if tot < d[i] || (tot == d[i] && j > nxt[i].0) {
-                    d[i] = tot;
-                    nxt[i] = (j, id);
-                }
-            }
-        }
-        (d, nxt)
-    }
-
-    fn path(nxt: &[(usize, u32)], n: usize) -> Vec<u32> {
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < n {
-            out.push(nxt[i].1);
-            i = nxt[i].0;
-        }
-        out
-    }
+    use crate::mce::tests::{reference_path as path, reference_program as reference};
 
     const RUN_BYTES: &[u8] = b" -=0\t\na";
 
