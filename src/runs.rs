@@ -263,12 +263,8 @@ pub fn solve(
     let mask = ring - 1;
     // The candidates, from the first match at the interior position e - 1 (its chain is every
     // token b^k): longest first, as the encoder offers them.
-    let mut state = ac.root();
-    for i in (e - 1..e - 1 + w).rev() {
-        state = ac.next(state, text[i]);
-    }
     rs.cands.clear();
-    let mut c = ac.out(state);
+    let mut c = ac.out(state_at(ac, text, e - 1, w, text.len()));
     while c != NONE {
         let pc = ac.pattern(c);
         rs.cands.push(Cand { len: pc.len as usize, id: pc.id, cost: costs.cost_of(false, pc.eps) });

@@ -86,12 +86,11 @@ pub fn ascii_unit_starts(text: &[u8], starts: &mut Vec<u8>) {
     debug_assert!(text.is_ascii());
     starts.clear();
     starts.resize(text.len(), 0);
-    let letter = |b: u8| u8::from((b | 0x20).wrapping_sub(b'a') < 26);
     if let Some(first) = starts.first_mut() {
         *first = 1;
     }
     for (s, w) in starts.iter_mut().skip(1).zip(text.windows(2)) {
-        *s = 1 ^ (letter(w[0]) & letter(w[1]));
+        *s = 1 ^ (ascii_joins(w[0]) & ascii_joins(w[1]));
     }
 }
 
@@ -110,7 +109,7 @@ pub fn utf8_with_unit_starts<I: ExactSizeIterator<Item = u32>>(cps: I, utf8: &mu
     let mut prev = 0u8;
     for c in cps {
         let (j, len) = if c < 0x80 {
-            (u8::from((c as u8 | 0x20).wrapping_sub(b'a') < 26), 1)
+            (ascii_joins(c as u8), 1)
         } else {
             let ch = char::from_u32(c).ok_or(())?;
             (u8::from(char_joins(ch)), ch.len_utf8())
@@ -140,14 +139,19 @@ pub fn utf8_with_unit_starts<I: ExactSizeIterator<Item = u32>>(cps: I, utf8: &mu
     Ok(())
 }
 
-/// `ASCII_JOINS[b]` is 1 for ASCII letters (the only joining ASCII characters).
+/// 1 for the ASCII letters (the only joining ASCII characters), else 0; `b` < 0x80. Branch-free,
+/// so that loops over ASCII text vectorize.
+#[inline(always)]
+const fn ascii_joins(b: u8) -> u8 {
+    ((b | 0x20).wrapping_sub(b'a') < 26) as u8
+}
+
+/// `ASCII_JOINS[b]` is [`ascii_joins`]`(b)`, as a table for the byte loop of UTF-8 text.
 const ASCII_JOINS: [u8; 128] = {
     let mut t = [0u8; 128];
     let mut b = 0;
     while b < 128 {
-        if (b as u8).is_ascii_alphabetic() {
-            t[b] = 1;
-        }
+        t[b] = ascii_joins(b as u8);
         b += 1;
     }
     t
@@ -239,13 +243,8 @@ mod tests {
     /// Random texts over ASCII, Latin, marks, Cyrillic, Han, Hangul, emoji (4-byte) and mixed.
     fn random_texts() -> Vec<String> {
         let pool: Vec<char> = "aZ .,-_9\n\té\u{301}жЖΩ漢字かカ한ก\u{E31}ー😀𝔸\u{10FFFF}".chars().collect();
-        let mut state = 0x1234_5678_9abc_def0u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = crate::mce::tests::Rng(0x1234_5678_9abc_def0);
+        let mut next = move || rng.next();
         (0..400)
             .map(|k| {
                 let len = (next() % 70) as usize;
@@ -309,6 +308,9 @@ mod tests {
 
     #[test]
     fn table_matches_slow_path() {
+        for b in 0u8..0x80 {
+            assert_eq!(ascii_joins(b) == 1, char_joins_slow(b as char), "{b:#04x}");
+        }
         for cp in 0u32..0x10000 {
             if let Some(c) = char::from_u32(cp) {
                 assert_eq!(char_joins(c), char_joins_slow(c), "U+{cp:04X}");
