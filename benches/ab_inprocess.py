@@ -53,13 +53,16 @@ def load_build(name: str, directory: str, tmp: str):
 def tokenizer(mod, vocab: str):
     if vocab == "cnf250k":
         return mod.Tokenizer.load(str(encode.cnf250k_path()))
+    if vocab == "synthetic5m":  # the filtering case of benches/ab_synthetic.py
+        return mod.Tokenizer.load(str(encode.synthetic_paths(5_000_000, 0)[0]))
     return mod.Tokenizer.from_tiktoken(str(baselines.vocab_path(vocab + "_base")))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("builds", nargs=2, help="NAME=DIR, DIR containing a built cnfmce package")
-    ap.add_argument("--vocab", default="o200k", help="o200k, cl100k (tiktoken files) or cnf250k")
+    ap.add_argument("--vocab", default="o200k", help="o200k, cl100k (tiktoken files), cnf250k or "
+                    "synthetic5m (the 5M-entry vocabulary of benches/ab_synthetic.py)")
     ap.add_argument("--categories", default="en,code,multi")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--max-bytes", type=int, default=1_000_000)

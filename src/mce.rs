@@ -73,6 +73,12 @@ fn best_masked(ac: &Automaton, pat: &Pattern, cx: &Candidates<'_>, lower: (f64, 
         // SAFETY (dist): indices are masked to the ring's size.
         best = (cost + unsafe { *dist.get_unchecked((cx.i + pat.len as usize) & cx.mask) }, pat.id, pat.len);
     }
+    #[cfg(test)]
+    {
+        // How many chain steps below the first match the longest allowed candidate lies.
+        let top = 64 - (free | partial).leading_zeros();
+        tests::TOP_STEPS.with(|b| b.borrow_mut()[((pat.lens >> top).count_ones() as usize).min(2)] += 1);
+    }
     let mut rest = (free | partial) & !own;
     let mut q = pat.next;
     while rest != 0 {
@@ -1765,6 +1771,9 @@ pub(crate) mod tests {
     thread_local! {
         /// How often `short_piece` took each branch: index 2 * replayed + walked.
         pub(super) static BRANCHES: std::cell::RefCell<[u64; 4]> = const { std::cell::RefCell::new([0; 4]) };
+        /// Positions of `best_masked` whose longest allowed candidate lies 0, 1, 2+ chain steps
+        /// below the first match.
+        pub(super) static TOP_STEPS: std::cell::RefCell<[u64; 3]> = const { std::cell::RefCell::new([0; 3]) };
         /// How often `short_piece` replayed from each slot of a set (index WAYS: not replayed).
         pub(super) static WAY_HITS: std::cell::RefCell<[u64; WAYS + 1]> = const { std::cell::RefCell::new([0; WAYS + 1]) };
     }
@@ -1804,6 +1813,66 @@ pub(crate) mod tests {
                 assert_eq!(enc.encode(&text), reference(&toks, &text, opt), "round {round} λ {lam} ε {eps}");
             }
         }
+    }
+
+    #[test]
+    fn substring_vocabularies_match_reference() {
+        // Vocabularies of random substrings (2..=30 bytes) of a text of words, and of all the
+        // prefixes of some (long chains), like the synthetic 5M-entry vocabulary of
+        // benches/encode.py: the longest match often crosses three units, so the longest
+        // allowed candidate lies steps down the chain (`best_masked` walks there; counted).
+        // ε off gives ties everywhere (ties go to the largest j); ids up to 5M spread ε over
+        // its whole range. Texts are pieces longer than the cache's, so `long_piece` solves
+        // them; compared with the reference on the tokens and on D[0] bit for bit.
+        let mut rng = Rng(0xD1B54A32D192ED03);
+        TOP_STEPS.with(|b| *b.borrow_mut() = [0; 3]);
+        let words = ["the", "a", "of", "and", "to", "in", "is", "it", "that", "on", "we", "co-op", "x1", "é", "中文", "ab", "ba"];
+        let seps = [" ", " ", " ", ", ", ". ", "\n", "-", "  "];
+        let gen = |rng: &mut Rng, n: usize| -> Vec<u8> {
+            let mut t = Vec::new();
+            while t.len() < n {
+                t.extend_from_slice(words[rng.below(words.len())].as_bytes());
+                t.extend_from_slice(seps[rng.below(seps.len())].as_bytes());
+            }
+            t
+        };
+        for round in 0..24 {
+            let corpus = gen(&mut rng, 4000);
+            let mut toks: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+            let mut seen: std::collections::HashSet<Vec<u8>> = toks.iter().map(|t| t.1.clone()).collect();
+            let mut ids: std::collections::HashSet<u32> = (0..256).collect();
+            let target = 200 + rng.below(3000);
+            while toks.len() < target {
+                let a = rng.below(corpus.len() - 31);
+                let len = 2 + rng.below(29);
+                let chain = rng.below(4) == 0;
+                for l in if chain { 2..=len } else { len..=len } {
+                    let t = corpus[a..a + l].to_vec();
+                    if !seen.insert(t.clone()) {
+                        continue;
+                    }
+                    let mut id = if round % 3 == 0 { 256 + rng.below(8000) as u32 } else { 256 + rng.below(5_000_000) as u32 };
+                    while !ids.insert(id) {
+                        id += 1;
+                    }
+                    toks.push((id, t));
+                }
+            }
+            let size = 300 + rng.below(3000);
+            let text = gen(&mut rng, size);
+            for (lam, eps) in [(0.05, true), (0.0, false), (f64::INFINITY, true), (0.3, true), (0.0, true)] {
+                let opt = Options { algorithm: Algorithm::Mce, boundary_penalty: lam, token_preference: eps };
+                let enc = Encoder::new(Vocab::new(toks.clone()).unwrap(), opt);
+                let want = reference(&toks, &text, opt);
+                let d = reference_program(&toks, &text, opt).0[0];
+                assert_eq!(enc.encode(&text), want, "round {round} λ {lam} ε {eps}");
+                let mut scratch = Scratch::default();
+                let d0 = enc.mce_cost(&text, &mut scratch);
+                assert_eq!(d0.to_bits(), d.to_bits(), "round {round} λ {lam} ε {eps}");
+            }
+        }
+        let steps = TOP_STEPS.with(|b| *b.borrow());
+        assert!(steps.iter().all(|&c| c > 1000), "top steps {steps:?}");
     }
 
     #[test]
