@@ -77,7 +77,7 @@ fn best_masked(ac: &Automaton, pat: &Pattern, cx: &Candidates<'_>, lower: (f64, 
     {
         // How many chain steps below the first match the longest allowed candidate lies.
         let top = 64 - (free | partial).leading_zeros();
-        tests::TOP_STEPS.with(|b| b.borrow_mut()[((pat.lens >> top).count_ones() as usize).min(2)] += 1);
+        tests::TOP_STEPS.with(|b| b.borrow_mut()[(pat.lens.checked_shr(top).unwrap_or(0).count_ones() as usize).min(2)] += 1);
     }
     let mut rest = (free | partial) & !own;
     let mut q = pat.next;
