@@ -22,6 +22,7 @@
 //! keys and the traversal frontier.
 
 use crate::error::Error;
+use crate::mem::HugeBuf;
 use std::collections::VecDeque;
 
 /// No pattern / no state.
@@ -99,8 +100,8 @@ pub struct Pattern {
 pub struct Automaton {
     states: Vec<State>,
     /// The first pattern of each state's chain ([`NONE`] for none), by state.
-    outs: Vec<u32>,
-    patterns: Vec<Pattern>,
+    outs: HugeBuf<u32>,
+    patterns: HugeBuf<Pattern>,
     root_next: Box<[u32; 256]>,
     /// The smallest ε of any pattern (0 without patterns).
     min_eps: f64,
@@ -553,11 +554,11 @@ impl Automaton {
         // order is turned into pattern numbers, so no rank table is kept during the last phase
         // (computed here, before the outputs and patterns are allocated, its sort does not
         // raise the build's peak memory).
-        let mut patterns: Vec<Pattern> = Vec::with_capacity(sorted.len());
-        crate::mem::advise_huge(&patterns);
-        {
+        // The outputs and patterns are read at random by the encoder: in huge pages all through
+        // (see `HugeBuf`).
+        let mut patterns = {
             let rank = forward_ranks(keys);
-            patterns.resize(sorted.len(), Pattern { eps: 0.0, lens: 0, id: 0, len: 0, next: NONE, chain: 0 });
+            let mut patterns = HugeBuf::filled(sorted.len(), Pattern { eps: 0.0, lens: 0, id: 0, len: 0, next: NONE, chain: 0 });
             for (k, &(id, eps)) in values.iter().enumerate() {
                 let p = &mut patterns[rank[k] as usize];
                 (p.id, p.eps) = (id, eps);
@@ -565,10 +566,9 @@ impl Automaton {
             for o in sorted.order.iter_mut() {
                 *o = rank[*o as usize];
             }
-        }
-        let mut outs: Vec<u32> = Vec::with_capacity(states.len());
-        crate::mem::advise_huge(&outs);
-        outs.resize(states.len(), NONE);
+            patterns
+        };
+        let mut outs = HugeBuf::filled(states.len(), NONE);
         Self::link_failures(&mut states, &mut outs, &root_next, &sorted, &mut patterns, lanes);
         drop(sorted);
         // States without children: the guard block (the last one).
@@ -799,8 +799,8 @@ impl Automaton {
 
     pub fn heap_bytes(&self) -> usize {
         self.states.capacity() * std::mem::size_of::<State>()
-            + self.outs.capacity() * std::mem::size_of::<u32>()
-            + self.patterns.capacity() * std::mem::size_of::<Pattern>()
+            + self.outs.bytes()
+            + self.patterns.bytes()
             + 256 * 4
     }
 }
@@ -891,9 +891,9 @@ mod tests {
             let par = Automaton::build_with(&refs, &vals, MAX_STATES, true).unwrap();
             let seq = Automaton::build_with(&refs, &vals, MAX_STATES, false).unwrap();
             assert_eq!(par.states, seq.states, "round {round}");
-            assert_eq!(par.outs, seq.outs, "round {round}");
+            assert_eq!(par.outs[..], seq.outs[..], "round {round}");
             assert_eq!(par.patterns.len(), seq.patterns.len());
-            for (p, q) in par.patterns.iter().zip(&seq.patterns) {
+            for (p, q) in par.patterns.iter().zip(seq.patterns.iter()) {
                 assert_eq!((p.eps.to_bits(), p.lens, p.id, p.len, p.next, p.chain), (q.eps.to_bits(), q.lens, q.id, q.len, q.next, q.chain));
             }
             let text: Vec<u8> = (0..2000).map(|_| rnd(alpha) as u8).collect();
@@ -1107,3 +1107,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "automaton_profile.rs"]
+mod profile;
