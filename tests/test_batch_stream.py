@@ -156,3 +156,64 @@ def test_other_python_threads_run_during_a_batch():
         th.join()
     assert out == [tok.encode(d) for d in docs]
     assert during > 0
+
+
+def test_result_lists_are_tracked_and_collected():
+    """The result lists are kept from the cyclic garbage collector while a batch is built (a
+    batch of more than ~700 documents set off a collection in the middle of it) and tracked
+    again before it is returned: a cycle made through one of them is still collected."""
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    tok = make()
+    rng = random.Random(13)
+    docs = [random_doc(rng, rng.choice([0, 3, 50])) for _ in range(1500)]
+    single = [tok.encode(d) for d in docs]
+    data = [d.encode("utf-8") for d in docs]
+    for call in (lambda n: tok.encode_batch(docs, num_threads=n),
+                 lambda n: tok.encode_bytes_batch(data, num_threads=n)):
+        for n in (1, 2, 3):
+            out = call(n)
+            assert out == single
+            assert all(gc.is_tracked(x) for x in out), n
+            node = Node()
+            lst = out[len(out) // 2]
+            lst.append(node)
+            node.back = lst
+            alive = weakref.ref(node)
+            del out, lst, node
+            gc.collect()
+            assert alive() is None, n
+
+
+def test_ctrl_c_interrupts_a_long_batch():
+    """SIGINT during a long multi-threaded batch raises KeyboardInterrupt from the batch soon,
+    not after the whole batch was encoded (the calling thread checks for signals between its
+    groups of documents)."""
+    import os
+    import signal
+    import threading
+    import time
+    tok = make()
+    doc = random_doc(random.Random(17), 30_000)
+    tok.encode_batch([doc] * 24, num_threads=2)  # warm: threads, scratch buffers, piece caches
+    t0 = time.perf_counter()
+    tok.encode_batch([doc] * 24, num_threads=2)
+    unit = time.perf_counter() - t0  # 24 documents; the batch below holds 50 times as many
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(min(0.2, 5 * unit), os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        t0 = time.perf_counter()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            tok.encode_batch([doc] * 1200, num_threads=2)
+        took = time.perf_counter() - t0
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, old)
+    # Uninterrupted, the batch takes about 50 * unit; interrupted, a few units at most.
+    assert took < 0.25 + 15 * unit, (took, unit)
+    assert tok.encode_batch([doc, "ab"], num_threads=2) == [tok.encode(doc), tok.encode("ab")]

@@ -68,7 +68,8 @@ impl<R> Drop for Exit<'_, R> {
 /// not be one of the helpers — takes the results the helpers handed over before it encodes its
 /// next group of items (with the GIL released), and waits for the helpers' last ones at the
 /// end (GIL released too). After the first error of `take` no new items are started, later
-/// results are dropped and that error is returned once the helpers are done. A panic in
+/// results are dropped and that error is returned once the helpers are done; so is an
+/// exception raised by a signal handler (Ctrl-C), checked between groups. A panic in
 /// `work` is raised again on the calling thread after every helper has stopped.
 pub(crate) fn stream_map<R: Send>(
     py: Python<'_>,
@@ -79,18 +80,28 @@ pub(crate) fn stream_map<R: Send>(
 ) -> PyResult<()> {
     let mut order: Vec<usize> = (0..sizes.len()).collect();
     order.sort_by(|&a, &b| sizes[b].cmp(&sizes[a]));
+    // rest[k]: the bytes of the items from the k-th of `order` on (what is left to start).
+    let mut rest = vec![0usize; order.len() + 1];
+    for k in (0..order.len()).rev() {
+        rest[k] = rest[k + 1] + sizes[order[k]];
+    }
+    let threads = helpers.current_num_threads() + 1;
     let next = AtomicUsize::new(0);
     let shared = Shared {
         done: Mutex::new(Done { items: Vec::new(), running: helpers.current_num_threads(), waiting: false }),
         cv: Condvar::new(),
         stop: AtomicBool::new(false),
     };
-    // Items up to HANDOVER_BYTES from the shared order (at least one while any is left).
+    // Items up to HANDOVER_BYTES from the shared order (at least one while any is left); less
+    // near the end (a quarter of each thread's share of what is left), so that the results the
+    // calling thread converts after the last item was encoded stand for few bytes.
     let run_group = |buf: &mut Vec<u8>, mine: &mut Vec<(usize, R)>| {
         let mut pending = 0usize;
-        while pending < HANDOVER_BYTES && !shared.stop.load(Ordering::Relaxed) {
+        let mut limit = HANDOVER_BYTES;
+        while pending < limit && !shared.stop.load(Ordering::Relaxed) {
             let k = next.fetch_add(1, Ordering::Relaxed);
             let Some(&i) = order.get(k) else { return false };
+            limit = limit.min(rest[k] / (4 * threads));
             mine.push((i, work(i, buf)));
             pending += sizes[i];
         }
@@ -123,6 +134,14 @@ pub(crate) fn stream_map<R: Send>(
         while more {
             let theirs = std::mem::take(&mut shared.lock().items);
             consume(theirs, &mut result);
+            // Ctrl-C: a signal handler's exception (KeyboardInterrupt) stops the batch as an
+            // error of `take` does (the helpers end their current item).
+            if result.is_ok() {
+                if let Err(e) = py.check_signals() {
+                    shared.stop.store(true, Ordering::Relaxed);
+                    result = Err(e);
+                }
+            }
             let (mine, go) = py.detach(|| {
                 let mut mine = Vec::new();
                 let go = run_group(&mut buf, &mut mine);

@@ -180,12 +180,14 @@ impl PyCoreTokenizer {
         };
         let mut bad: Option<usize> = None;
         let mut set = 0usize;
+        let mut gc = super::ints::Untracked::default();
         let work = |k: usize, buf: &mut Vec<u8>| crate::mce::with_thread_scratch(|scratch| encode(k, buf, scratch));
         guarded(|| {
             super::stream::stream_map(py, helpers, sizes, work, |k, r| {
                 match r {
                     Ok(r) if bad.is_none() => {
                         let list = make(r)?;
+                        gc.untrack_at(&list, k);
                         // SAFETY: k < n and slot k is still NULL (see above).
                         unsafe { pyo3::ffi::PyList_SET_ITEM(out.as_ptr(), k as pyo3::ffi::Py_ssize_t, list.into_ptr()) };
                         set += 1;
@@ -202,6 +204,7 @@ impl PyCoreTokenizer {
         if set != sizes.len() {
             return Err(pyo3::exceptions::PyRuntimeError::new_err("internal error in cnfmce core: a batch item was not encoded"));
         }
+        gc.track_items(&out);
         Ok(out)
     }
 }
