@@ -4,10 +4,11 @@
 
 For each category (the shared test set): ``encode_batch(docs, num_threads=1)`` and
 ``encode_batch(docs, num_threads=2)``, alternated, ``--repeats`` times each. Prints the wall
-ratio (median and best) and, per setting, the CPU milliseconds per batch of the calling thread
-and of every other thread of the process (from ``/proc/self/task/*/schedstat``, nanoseconds),
-which show how the work is split even when other processes leave no free core (then the wall
-ratio says nothing). Also prints the 1-minute load average. Nothing is asserted.
+ratio (of the medians, of the bests, and the median and range of the same-repeat ratios) and,
+per setting, the CPU milliseconds per batch of the calling thread and of every other thread
+of the process (from ``/proc/self/task/*/schedstat``, nanoseconds), which show how the work is
+split even when other processes leave no free core (then the wall ratio says nothing). Also
+prints the 1-minute load average. Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def main() -> None:
                 for k, v in b.items():
                     cpu[n][k] = cpu[n].get(k, 0) + v - a.get(k, v)
         med = {n: sorted(w)[len(w) // 2] for n, w in wall.items()}
+        same = sorted(a / b for a, b in zip(wall[1], wall[2]))  # same-repeat ratios
         parts = []
         for n in (1, 2):
             ms = {k: v / args.repeats / 1e6 for k, v in cpu[n].items()}
@@ -72,6 +74,7 @@ def main() -> None:
             parts.append(f"n={n}: caller {caller:.1f} ms, others {' + '.join(f'{v:.1f}' for v in others) or '-'}"
                          f" (total {caller + sum(others):.1f})")
         print(f"{cat:6} wall ratio median {med[1] / med[2]:.2f}x best {min(wall[1]) / min(wall[2]):.2f}x "
+              f"same-repeat median {same[len(same) // 2]:.2f}x ({same[0]:.2f}-{same[-1]:.2f}) "
               f"(n=1 {med[1] * 1e3:.0f} ms, n=2 {med[2] * 1e3:.0f} ms) | " + " | ".join(parts)
               + f" | load {os.getloadavg()[0]:.2f}", flush=True)
 
