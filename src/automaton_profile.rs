@@ -417,6 +417,12 @@ fn step_pf(a: &Automaton, s: u32, c: u8) -> (u32, bool) {
 }
 
 fn lane_walk_pf<const L: usize>(a: &Automaton, text: &[u8], states: &mut Vec<u32>) {
+    lane_walk_by::<L>(text, states, |s, c| step_pf(a, s, c));
+}
+
+/// The encoder's lane walk (lanes of equal segments walked right to left, in turn) with the
+/// step given: the variants of this file differ only in their step.
+fn lane_walk_by<const L: usize>(text: &[u8], states: &mut Vec<u32>, step: impl Fn(u32, u8) -> (u32, bool)) {
     let n = text.len();
     states.clear();
     states.resize(n, 0);
@@ -434,59 +440,21 @@ fn lane_walk_pf<const L: usize>(a: &Automaton, text: &[u8], states: &mut Vec<u32
             for l in 0..L {
                 let k = lo[l] + left[l] - 1;
                 unsafe {
-                    let (s, consumed) = step_pf(a, st[l], *text.get_unchecked(k));
+                    let (s, consumed) = step(st[l], *text.get_unchecked(k));
                     *states.get_unchecked_mut(k) = s;
                     st[l] = s;
                     left[l] -= consumed as usize;
                 }
             }
         }
-    }
-}
-
-/// The step without the root's case: the root has all 256 children (every vocabulary has the
-/// 256 single bytes), so its transitions are found like any other state's.
-#[inline(always)]
-fn step_dense(a: &Automaton, s: u32, c: u8) -> (u32, bool) {
-    unsafe {
-        let st = *a.states.get_unchecked(s as usize);
-        let t = st.base() ^ c as u32;
-        let ok = a.states.get_unchecked(t as usize).check() == c;
-        let ok_mask = 0u32.wrapping_sub(ok as u32);
-        ((t & ok_mask) | (st.fail() & !ok_mask), ok)
     }
 }
 
 fn lane_walk_dense<const L: usize>(a: &Automaton, text: &[u8], states: &mut Vec<u32>) {
     assert!(a.root_next.iter().all(|&t| t != ROOT));
-    let n = text.len();
-    states.clear();
-    states.resize(n, 0);
-    let seg = n / L;
-    let r = n - L * seg;
-    let lo: [usize; L] = std::array::from_fn(|l| if l == 0 { 0 } else { r + l * seg });
-    let mut left: [usize; L] = std::array::from_fn(|l| r + (l + 1) * seg - lo[l]);
-    let mut st = [ROOT; L];
-    loop {
-        let m = left.iter().copied().min().unwrap_or(0);
-        if m == 0 {
-            break;
-        }
-        for _ in 0..m {
-            for l in 0..L {
-                let k = lo[l] + left[l] - 1;
-                unsafe {
-                    let (s, consumed) = step_dense(a, st[l], *text.get_unchecked(k));
-                    *states.get_unchecked_mut(k) = s;
-                    st[l] = s;
-                    left[l] -= consumed as usize;
-                }
-            }
-        }
-    }
+    lane_walk_by::<L>(text, states, |s, c| a.step_dense(s, c));
 }
 
-/// 16-byte states with the output beside the state (the walk's load brings it).
 fn wide_of(a: &Automaton) -> Vec<(u64, u64)> {
     let mut w = Vec::with_capacity(a.states.len());
     crate::mem::advise_huge(&w);
