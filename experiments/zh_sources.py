@@ -2,7 +2,7 @@
 
 Step 1: CNF (selection paper / refined / refined-non-ascii) and the same-data byte-level BPE
 (HF tokenizers, GPT-4 split, ``common.cached_hf_bpe``) trained on the Chinese training text alone
-(/work/shared/corpora/zh/train.jsonl.gz) at 32k, evaluated in characters per token per source
+($CNFMCE_SHARED/corpora/zh/train.jsonl.gz) at 32k, evaluated in characters per token per source
 package on zh/test.jsonl.gz (in-domain: the test documents of packages that are in training).
 
 Artifacts are cached under experiments/out/zh_sources/.
@@ -20,9 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common as C  # noqa: E402
 
-ZH = Path(C.SHARED if hasattr(C, "SHARED") else "/work/shared") / "corpora" / "zh"
-TRAIN = Path("/work/shared/corpora/zh/train.jsonl.gz")
-TEST = Path("/work/shared/corpora/zh/test.jsonl.gz")
+ZH = C.SHARED / "corpora" / "zh"
+TRAIN = ZH / "train.jsonl.gz"
+TEST = ZH / "test.jsonl.gz"
 OUT = C.OUT / "zh_sources"
 SELECTIONS = ["paper", "refined", "refined-non-ascii"]
 
