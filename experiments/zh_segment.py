@@ -21,17 +21,9 @@ import zh_sources as Z  # noqa: E402
 
 
 def byte_decoder():
-    """Inverse of the byte-level BPE alphabet (printable bytes map to themselves, the others to
-    256 + n in byte order)."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
-    chars = list(keep)
-    n = 0
-    for b in range(256):
-        if b not in keep:
-            keep.append(b)
-            chars.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(keep, chars)}
+    """Inverse of the byte-level BPE alphabet (``cnfmce.formats.bytes_to_unicode``)."""
+    from cnfmce.formats import bytes_to_unicode
+    return {c: b for b, c in bytes_to_unicode().items()}
 
 
 def is_han(ch):
