@@ -228,6 +228,7 @@ def train_cnf250k(path: str) -> Dict[str, Any]:
     t0 = time.perf_counter()
     tok = cnfmce.train(files, progress=False, **CNF250K_ARGS)
     seconds = time.perf_counter() - t0
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     tmp = path + ".tmp.json"
     tok.save(tmp)
     os.replace(tmp, path)

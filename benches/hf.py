@@ -31,11 +31,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
-# benches/ holds tokenize.py, which would shadow the standard library's tokenize (that transformers
-# imports): load harness by path and keep benches/ off the import path.
 _HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.append(str(_HERE))
+sys.path.insert(0, str(_HERE))
 import harness  # noqa: E402
 from harness import OUT, CpuWatch, f1, f2, log, machine_info, table, wait_quiet  # noqa: E402
 

@@ -57,10 +57,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-# benches/ holds tokenize.py, which would shadow the standard library's tokenize module (used by
-# inspect, hence by Ray): the folder goes last on the path; `import harness` still finds it.
 _HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+sys.path.insert(0, str(_HERE))
 from harness import (OUT, f1, f2, loadavg, log, machine_info, own_cpu_seconds,  # noqa: E402
                      proc_status_kib, read_jsonl_docs, reset_peak_rss, table)
 

@@ -363,6 +363,14 @@ def _third_party_imports():
             and m not in ("cnfmce", "conftest")}
 
 
+def test_script_folders_shadow_no_standard_module():
+    # `python benches/X.py` puts benches/ first on sys.path: a script there named like a standard
+    # module (benches/tokenize.py did) replaces it for everything, e.g. linecache in tracebacks.
+    shadowing = sorted(f"{d}/{p.name}" for d in ("benches", "experiments", "tests")
+                       for p in (REPO / d).glob("*.py") if p.stem in sys.stdlib_module_names)
+    assert not shadowing, shadowing
+
+
 # import name -> distribution name where they differ
 _DIST = {"tiktoken_ext": "tiktoken", "yaml": "pyyaml", "PIL": "pillow", "sklearn": "scikit-learn"}
 

@@ -4,9 +4,9 @@ and against the same pipeline written with tiktoken.
 
 Run from the repository root::
 
-    python benches/tokenize.py                      # test set (20 MB) and training set (143 MB)
-    python benches/tokenize.py --sets test --repeats 5
-    python benches/tokenize.py --wait-quiet 60 --json benches/out/tokenize.json
+    python benches/tokenize_corpus.py                      # test set (20 MB) and training set (143 MB)
+    python benches/tokenize_corpus.py --sets test --repeats 5
+    python benches/tokenize_corpus.py --wait-quiet 60 --json benches/out/tokenize.json
 
 Inputs: the six shared test corpora (``$CNFMCE_SHARED/corpora/*/test.jsonl.gz``, about 20 MB of
 text) and the six training corpora (about 143 MB), in that order. Tokenizer: MCE over o200k_base
