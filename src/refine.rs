@@ -51,6 +51,16 @@
 //!    tokens and go to every multi-byte script at once: Han, Cyrillic, Greek, Hangul, and the
 //!    Latin words with diacritics (`docs/results/frontier.md` measured which donors cost least).
 //!
+//! 6. *Fallback prefixes* ([`SelectionRule::RefinedNonAscii`] only). A character that has no
+//!    token is spelled by its UTF-8 bytes: 3 tokens for a Han or Hangul character where a
+//!    byte-level BPE, which learns the byte pairs that begin characters, needs 2. So every
+//!    character of 3 or 4 bytes that the raw vocabulary lacks (after step 1) adds to it the prefix
+//!    of its bytes but the last (not valid UTF-8; counted with the summed counts of its
+//!    characters), and the cuts keep those prefixes by their tokens saved like any other token
+//!    (`alt` of a token that is not valid UTF-8 splits it at every byte). A character without a
+//!    token can then cost 2 tokens. MCE is unchanged: a prefix is a token inside one unit
+//!    (`docs/results/byte_fallback.md` measured it).
+//!
 //! The ids of every intermediate and of the final vocabulary are ordered by the usage of the
 //! pass that was just made, most used first, ties by bytes (SPEC section 4's order).
 
@@ -107,6 +117,11 @@ impl SelectionRule {
     /// Whether the rule makes refining passes (every rule but the paper's).
     pub fn refines(self) -> bool {
         self != SelectionRule::Paper
+    }
+
+    /// Whether the raw vocabulary gets the fallback prefixes (module documentation, step 6).
+    pub fn fallback_prefixes(self) -> bool {
+        self == SelectionRule::RefinedNonAscii
     }
 }
 
@@ -227,6 +242,21 @@ pub fn covered_characters(counts: &[(Vec<u8>, u64)], k: usize) -> Vec<Vec<u8>> {
         out.push(t.to_vec());
         acc += c as u128;
     }
+    out.sort_unstable();
+    out
+}
+
+/// The fallback prefixes (module documentation, step 6) of the characters `chars` (with their
+/// counts) that are not in `have`: the bytes of each such character of 3 or 4 bytes but the last,
+/// counted with the summed counts of its characters, sorted by bytes.
+pub fn fallback_prefixes(chars: &[(Vec<u8>, u64)], have: &HashSet<&[u8]>) -> Vec<(Vec<u8>, u64)> {
+    let mut acc: HashMap<&[u8], u64> = HashMap::new();
+    for (t, c) in chars {
+        if t.len() >= 3 && *c > 0 && one_multibyte_char(t) && !have.contains(t.as_slice()) {
+            *acc.entry(&t[..t.len() - 1]).or_default() += c;
+        }
+    }
+    let mut out: Vec<(Vec<u8>, u64)> = acc.into_iter().map(|(p, c)| (p.to_vec(), c)).collect();
     out.sort_unstable();
     out
 }
@@ -411,6 +441,26 @@ mod tests {
         assert_eq!(SelectionRule::parse("refined-non-ascii").unwrap(), SelectionRule::RefinedNonAscii);
         assert_eq!(SelectionRule::RefinedNonAscii.name(), "refined-non-ascii");
         assert!(SelectionRule::RefinedNonAscii.refines());
+    }
+
+    #[test]
+    fn prefixes_of_missing_characters() {
+        let c = |s: &str, n| (s.as_bytes().to_vec(), n);
+        // 中 (e4 b8 ad) and 丫 (e4 b8 ab) share a prefix; é has 2 bytes (its prefix would be one
+        // byte: none); 😀 (f0 9f 98 80) gives 3 bytes; 文 is in the raw vocabulary; 字 has count 0
+        let chars = vec![c("中", 5), c("丫", 2), c("é", 9), c("😀", 4), c("文", 7), c("字", 0)];
+        let have: HashSet<&[u8]> = ["文".as_bytes()].into_iter().collect();
+        let got = fallback_prefixes(&chars, &have);
+        assert_eq!(got, vec![(vec![0xe4, 0xb8], 7), (vec![0xf0, 0x9f, 0x98], 4)]);
+        assert!(got.iter().all(|(p, _)| std::str::from_utf8(p).is_err()));
+        assert!(fallback_prefixes(&chars[2..3], &HashSet::new()).is_empty());
+        assert!(SelectionRule::RefinedNonAscii.fallback_prefixes());
+        assert!(!SelectionRule::Refined.fallback_prefixes() && !SelectionRule::Paper.fallback_prefixes());
+        assert!(!SelectionRule::RefinedScripts.fallback_prefixes());
+        // a prefix saves one token per character spelled with it
+        let enc = encoder(&[std::str::from_utf8(&[0x61]).unwrap()]);
+        let (mut s, mut o) = (Scratch::default(), Vec::new());
+        assert_eq!(alt_cost(&enc, &[0xe4, 0xb8], &mut s, &mut o), 2);
     }
 
     #[test]

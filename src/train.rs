@@ -171,6 +171,8 @@ pub struct Trained {
     pub covered_characters: usize,
     /// Of those, the characters below the `raw_vocab_size` cut, added to the raw vocabulary.
     pub covered_beyond_cut: usize,
+    /// Fallback prefixes added to the raw vocabulary ([`SelectionRule::RefinedNonAscii`]).
+    pub fallback_prefixes: usize,
     pub selection: SelectionRule,
     /// Set when the result has fewer ids than `vocab_size` (a raw vocabulary too small).
     pub warning: Option<String>,
@@ -214,6 +216,8 @@ pub struct Trainer {
     covered: std::collections::HashSet<Vec<u8>>,
     /// Covered characters the raw vocabulary's cut left out (added to it).
     beyond_cut: usize,
+    /// Fallback prefixes added to the raw vocabulary.
+    prefixes: usize,
 }
 
 impl Trainer {
@@ -240,6 +244,7 @@ impl Trainer {
             refine_stats: Vec::new(),
             covered: Default::default(),
             beyond_cut: 0,
+            prefixes: 0,
         })
     }
 
@@ -280,16 +285,27 @@ impl Trainer {
 
     /// Adds to the raw vocabulary's counts the covered characters that the `raw_vocab_size` cut
     /// left out, with their counts from `chars` (so the filtering pass and every cut see them).
+    /// Then, when the rule has them, the fallback prefixes of the characters the raw vocabulary
+    /// still lacks (`refine` module documentation, step 6).
     fn add_covered(&mut self, counts: &mut Vec<(Vec<u8>, u64)>, chars: &[(Vec<u8>, u64)]) {
-        if self.covered.is_empty() {
-            return;
+        if !self.covered.is_empty() {
+            let have: std::collections::HashSet<&[u8]> =
+                counts.iter().filter(|(t, _)| (2..=4).contains(&t.len())).map(|(t, _)| t.as_slice()).collect();
+            let missing: Vec<(Vec<u8>, u64)> = chars
+                .iter()
+                .filter(|(t, _)| self.covered.contains(t) && !have.contains(t.as_slice()))
+                .cloned()
+                .collect();
+            self.beyond_cut = missing.len();
+            counts.extend(missing);
         }
-        let have: std::collections::HashSet<&[u8]> =
-            counts.iter().filter(|(t, _)| (2..=4).contains(&t.len())).map(|(t, _)| t.as_slice()).collect();
-        let missing: Vec<(Vec<u8>, u64)> =
-            chars.iter().filter(|(t, _)| self.covered.contains(t) && !have.contains(t.as_slice())).cloned().collect();
-        self.beyond_cut = missing.len();
-        counts.extend(missing);
+        if self.config.selection.fallback_prefixes() {
+            let have: std::collections::HashSet<&[u8]> =
+                counts.iter().filter(|(t, _)| (2..=4).contains(&t.len())).map(|(t, _)| t.as_slice()).collect();
+            let prefixes = refine::fallback_prefixes(chars, &have);
+            self.prefixes = prefixes.len();
+            counts.extend(prefixes);
+        }
     }
 
     pub fn config(&self) -> &TrainConfig {
@@ -555,6 +571,7 @@ impl Trainer {
             refine: self.refine_stats.clone(),
             covered_characters: self.covered.len(),
             covered_beyond_cut: self.beyond_cut,
+            fallback_prefixes: self.prefixes,
             selection: self.config.selection,
             warning,
         })

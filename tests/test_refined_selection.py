@@ -12,6 +12,7 @@ import pytest
 import regex
 
 import cnfmce
+import reference
 
 from train_helpers import (HUGE, SENTENCES, brute_rounds, expected_vocabulary, mce_encode,
                            random_corpus, raw_vocabulary, tokens_of, usage_counts)
@@ -53,11 +54,25 @@ def covered(counts, k):
     return set(out)
 
 
+def fallback_prefixes(chars, have):
+    """src/refine.rs step 6: every character of 3 or 4 bytes not in ``have`` gives its bytes but
+    the last, counted with the summed counts of those characters."""
+    out = {}
+    for t, c in chars.items():
+        if len(t) >= 3 and c > 0 and _one_char(t) and t not in have:
+            out[t[:-1]] = out.get(t[:-1], 0) + c
+    return out
+
+
 def alt_cost(vocab, t):
-    s = t.decode("utf-8")
+    ids = {tok: i for i, tok in enumerate(vocab)}
+    try:
+        s = t.decode("utf-8")
+    except UnicodeDecodeError:  # a fallback prefix (step 6): split at every byte
+        return min(len(reference.mce_encode(ids, t[:p])) + len(reference.mce_encode(ids, t[p:]))
+                   for p in range(1, len(t)))
     if len(s) == 1:
         return len(t)
-    ids = {tok: i for i, tok in enumerate(vocab)}
     maxlen = max(len(x) for x in vocab)
     best = None
     for p in range(1, len(s)):
@@ -155,6 +170,8 @@ def expected_refined(counts, docs, k, raw_vocab_size=None, chars=None, scripts=F
     cov = covered(chars, k)
     cut = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:raw_vocab_size])
     cut.update({t: chars[t] for t in cov if t not in cut})
+    if non_ascii:  # step 6: the fallback prefixes of the characters the raw vocabulary lacks
+        cut.update(fallback_prefixes(chars, set(cut)))
     vocab = raw_vocabulary(cut)
     use = usage_counts(vocab, docs)
     passes = 0
@@ -251,7 +268,8 @@ def _trained_with_counting(docs, k, selection, **rule):
     kw = dict(rounds=ROUNDS, raw_vocab_size=1500, progress=False, selection=selection)
     one = cnfmce.train(docs, vocab_size=k, num_threads=1, **kw)
     c = cnfmce.count(docs, raw_vocab_size=1500, rounds=ROUNDS, progress=False)
-    assert tokens_of(one) == expected_refined(dict(c), docs, k, **rule)[0]
+    # counting keeps every character's count beside the cut (coverage and step 6 see them all)
+    assert tokens_of(one) == expected_refined(dict(c), docs, k, chars=_char_occurrences(docs), **rule)[0]
     assert tokens_of(cnfmce.train(docs, vocab_size=k, num_threads=2, **kw)) == tokens_of(one)
     return one
 
@@ -373,6 +391,59 @@ def test_coverage_sees_characters_below_the_raw_vocabulary_cut():
     paper = cnfmce.train(docs, vocab_size=k, raw_vocab_size=raw, rounds=ROUNDS, progress=False)
     assert tokens_of(paper) == expected_vocabulary(counts, docs, k, raw_vocab_size=raw)
     assert "covered_beyond_cut" not in paper.metadata
+
+
+def _rare_characters_corpus(seed):
+    """English repeated (its candidates outnumber the characters' counts) and Han and Hangul
+    characters drawn from wide ranges, most of them a few times: below the raw vocabulary's cut."""
+    rng = random.Random(seed)
+    docs = []
+    for _ in range(30):
+        parts = [rng.choice(SENTENCES[:4]) for _ in range(6)]
+        parts.append("".join(chr(0x4E00 + rng.randrange(2000)) for _ in range(rng.randint(10, 30))))
+        parts.append("".join(chr(0xAC00 + rng.randrange(800)) for _ in range(rng.randint(3, 10))))
+        parts.append("".join(chr(0x4E00 + rng.randrange(40)) for _ in range(rng.randint(10, 30))))
+        docs.append(rng.choice([" ", "，", "。"]).join(parts))
+    return docs + random_corpus(seed, n_docs=3, max_pieces=20)
+
+
+@pytest.mark.parametrize("seed,k,raw", [(31, 700, 900), (32, 900, 1400)])
+def test_fallback_prefixes_equal_reference(seed, k, raw):
+    # selection="refined-non-ascii" adds the fallback prefixes of the characters the raw
+    # vocabulary lacks (src/refine.rs step 6): against the reference with every character's
+    # count, at 1 and 2 threads, from counting and from counts
+    docs = _rare_characters_corpus(seed)
+    counts = brute_rounds(docs, ROUNDS)
+    chars = {t: c for t, c in counts.items() if _one_char(t)}
+    assert chars == _char_occurrences(docs)
+    cut = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:raw])
+    cut.update({t: chars[t] for t in covered(chars, k) if t not in cut})
+    pre = fallback_prefixes(chars, set(cut))
+    assert len(pre) >= 10 and all(len(p) in (2, 3) for p in pre)  # 3: the 4-byte characters
+    want, passes = expected_refined(counts, docs, k, raw_vocab_size=raw, chars=chars, non_ascii=True)
+    kept = [t for t in want if t in pre]
+    assert kept and passes >= 1  # the cuts keep some prefixes, not necessarily all
+    for threads in (1, 2):
+        tok = cnfmce.train(docs, vocab_size=k, raw_vocab_size=raw, rounds=ROUNDS, selection="refined-non-ascii",
+                           progress=False, num_threads=threads)
+        assert tokens_of(tok) == want
+        assert tok.metadata["fallback_prefixes"] == len(pre)
+        assert tok.metadata["raw_vocabulary"] >= raw + len(pre)
+    every = cnfmce.count(docs, raw_vocab_size=HUGE, rounds=ROUNDS, progress=False)
+    assert tokens_of(tfc(every, docs, k, raw_vocab_size=raw, selection="refined-non-ascii")) == want
+    # a character without a token now costs 2 tokens, and round-trips
+    ids = {t: i for i, t in enumerate(tokens_of(tok))}
+    p = kept[0]
+    ch = next(t for t in chars if t[:-1] == p and t not in ids)
+    assert len(tok.encode(ch.decode())) == 2 and tok.decode(tok.encode(ch.decode())) == ch.decode()
+    for d in docs:
+        assert tok.decode(tok.encode(d)) == d
+    # "refined" and the paper's rule add no prefix (not valid UTF-8, longer than a byte)
+    for sel in ("refined", "refined-scripts", "paper"):
+        other = cnfmce.train(docs, vocab_size=k, raw_vocab_size=raw, rounds=ROUNDS, selection=sel, progress=False)
+        assert not [t for t in tokens_of(other) if len(t) > 1 and t not in counts]
+        assert other.metadata.get("fallback_prefixes") is None
+    assert tokens_of(other) == expected_vocabulary(counts, docs, k, raw_vocab_size=raw)
 
 
 def test_refined_determinism_threads_and_order():

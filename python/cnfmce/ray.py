@@ -1007,6 +1007,8 @@ def _filter_and_finish(run: _Run, trainer: Any, opts: Any, meta: Dict[str, Any],
                         covered_characters=report["covered_characters"])
     if report["selection"] != "paper":  # covered characters below the raw_vocab_size cut
         tok.metadata["covered_beyond_cut"] = report["covered_beyond_cut"]
+    if report["selection"] == "refined-non-ascii":  # fallback prefixes added to the raw vocabulary
+        tok.metadata["fallback_prefixes"] = report["fallback_prefixes"]
     return tok
 
 

@@ -190,7 +190,10 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
     the ASCII and non-ASCII groups (by the usage of their tokens in the pass) weighted by the
     ratio of the two usages to the power ``cnfmce._core.NON_ASCII_SHARE_EXPONENT`` (step 5);
     on text that is mostly ASCII it gives more ids to Chinese and to every other multi-byte
-    script (both measured in ``docs/results/generalisation.md``)."""
+    script (both measured in ``docs/results/generalisation.md``); it also adds to the raw
+    vocabulary, for the characters of 3 or 4 bytes it lacks, the prefix of their bytes but the
+    last, so that a character without a token can cost 2 tokens instead of its 3 or 4 bytes
+    (step 6, ``docs/results/byte_fallback.md``)."""
     if _backend(backend, backend_options, "train_from_counts") is not None:
         from . import ray as _ray_backend
         return _ray_backend.train_from_counts(counts, inputs, vocab_size, special_tokens, num_threads,
@@ -280,6 +283,8 @@ def _run(trainer: "_core.Trainer", corpus: "Corpus", progress: bool, meta: Dict[
                         refining=refining, covered_characters=report["covered_characters"])
     if report["selection"] != "paper":  # covered characters below the raw_vocab_size cut
         tok.metadata["covered_beyond_cut"] = report["covered_beyond_cut"]
+    if report["selection"] == "refined-non-ascii":  # fallback prefixes added to the raw vocabulary
+        tok.metadata["fallback_prefixes"] = report["fallback_prefixes"]
     return tok
 
 

@@ -219,7 +219,8 @@ impl PyTrainer {
     /// The trained tokenizer and a report: raw_vocab_size, tokens, bytes (of the filtering
     /// pass), used_tokens (of the last pass), refine (one dict per refining pass: vocab_size,
     /// tokens, bytes), covered_characters, covered_beyond_cut (covered characters below the
-    /// raw_vocab_size cut, added to the raw vocabulary), selection, warning.
+    /// raw_vocab_size cut, added to the raw vocabulary), fallback_prefixes (added to the raw
+    /// vocabulary by selection="refined-non-ascii"), selection, warning.
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<(PyCoreTokenizer, Bound<'py, PyDict>)> {
         let trained = self.with(py, |t| t.finish())?;
         // The run's memory and spill files go now.
@@ -240,6 +241,7 @@ impl PyTrainer {
         d.set_item("refine", refine)?;
         d.set_item("covered_characters", trained.covered_characters)?;
         d.set_item("covered_beyond_cut", trained.covered_beyond_cut)?;
+        d.set_item("fallback_prefixes", trained.fallback_prefixes)?;
         d.set_item("selection", trained.selection.name())?;
         d.set_item("warning", trained.warning)?;
         Ok((PyCoreTokenizer::wrap(trained.tokenizer), d))
