@@ -21,6 +21,7 @@ use crate::automaton::{Automaton, Pattern, NONE};
 use crate::cost::{Costs, UnitWindow};
 use crate::units::unit_starts;
 use crate::vocab::Vocab;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Chains with more candidates than this (and tokens too long for the length mask) are read
@@ -367,12 +368,13 @@ pub struct Encoder {
     vocab: Arc<Vocab>,
     options: Options,
     costs: Costs,
-    /// Unique per encoder (for the piece caches in [`Scratch`]).
-    id: u64,
+    /// Solved short pieces, shared by every thread that encodes with this encoder (made with
+    /// the first short piece; see [`PieceCache`]).
+    cache: std::sync::OnceLock<PieceCache>,
 }
 
 /// A piece found by `Encoder::next_piece`: `text[p..q]`, and for a short one its cache key
-/// (bytes, start flags) and set (the index of the set's first slot).
+/// (bytes, start flags) and the hash that picks its set.
 #[derive(Clone, Copy, Default)]
 struct PieceKey {
     p: usize,
@@ -380,7 +382,15 @@ struct PieceKey {
     short: bool,
     key: u128,
     starts: u32,
-    slot: usize,
+    hash: u64,
+}
+
+impl PieceKey {
+    /// The low bits of an entry's metadata word that belong to the key (length and starts).
+    #[inline(always)]
+    fn meta(&self) -> u64 {
+        (self.q - self.p) as u64 | (self.starts as u64) << META_STARTS
+    }
 }
 
 /// Pieces looked up ahead of their turn. Larger batches let more of the pieces missing from
@@ -394,53 +404,120 @@ const PIECE_TOKENS: usize = 6;
 /// The piece cache has `2^CACHE_BITS` entries (64 bytes each: 16 MiB), in sets of [`WAYS`].
 /// Small in tests, so that the randomized comparisons evict and collide entries often.
 const CACHE_BITS: u32 = if cfg!(test) { 4 } else { 18 };
+/// Entries of the caches made once [`CACHE_BUDGET`] is used up (256 KiB each).
+const SMALL_CACHE_BITS: u32 = if cfg!(test) { 3 } else { 12 };
 /// Entries per set: a piece can live in either slot of its set (the most recently used first).
 /// On 3 MB of the en / code / multi test sets encoded again (o200k_base), the pieces solved
 /// rather than replayed: 4.3 / 3.9 / 8.2% direct-mapped with 2^17 entries (before), 2.2 / 2.0 /
 /// 4.9% two-way with 2^17, 0.7 / 0.7 / 1.7% two-way with 2^18 (benches/README.md, encperf).
 const WAYS: usize = 2;
+/// Bytes of full-size piece caches (all encoders together) past which an encoder's cache is
+/// made small ([`SMALL_CACHE_BITS`]): many live encoders do not hold 16 MiB each.
+const CACHE_BUDGET: usize = 256 << 20;
+/// Bytes of full-size piece caches allocated now.
+static CACHE_LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// One solved piece: its bytes and unit starts (the key), and the program's choices along its
-/// path (ids, lengths, which are partial crossings), valid while `D[q] < x_max`.
+// The metadata word of an entry (word 7): bits 0..5 the piece's length (0: empty slot), bits
+// 5..22 its start flags (bit k: byte p + k starts a unit, k in 0..=len), 22..25 the number of
+// tokens, 25..31 which tokens are partial crossings (cost 1 + λ), from bit 31 four bits per
+// token: its length less one.
+const META_STARTS: u32 = 5;
+const META_KEY: u64 = (1 << 22) - 1;
+const META_NTOK: u32 = 22;
+const META_PARTIAL: u32 = 25;
+const META_TLEN: u32 = 31;
+
+/// One solved piece as the program leaves it (see [`PieceCache`]), unpacked.
 #[derive(Clone, Copy)]
-#[repr(C, align(64))]
 struct PieceEntry {
-    /// The piece's bytes, little endian, zero above its length.
-    key: u128,
-    /// Bytes of the piece (0: empty slot).
-    len: u8,
     ntok: u8,
     /// Bit m: token m costs 1 + λ.
     partial: u8,
     tlen: [u8; PIECE_TOKENS],
-    /// Bit k: whether byte p + k starts a unit, for k in 0..=len (the end too).
-    starts: u32,
     x_max: f64,
     ids: [u32; PIECE_TOKENS],
 }
 
 impl PieceEntry {
-    /// Whether this is the entry of the piece `k` (same bytes, same unit starts); its margin
-    /// is checked apart.
-    #[inline(always)]
-    fn holds(&self, k: &PieceKey) -> bool {
-        self.len as usize == k.q - k.p && self.starts == k.starts && self.key == k.key
+    /// Words 1..8 of the slot of the piece `k` holding this entry.
+    fn words(&self, k: &PieceKey) -> [u64; 7] {
+        let mut meta = k.meta() | (self.ntok as u64) << META_NTOK | (self.partial as u64) << META_PARTIAL;
+        for m in 0..self.ntok as usize {
+            debug_assert!((1..=16).contains(&self.tlen[m]));
+            meta |= ((self.tlen[m] - 1) as u64) << (META_TLEN + 4 * m as u32);
+        }
+        let id = |m: usize| self.ids[m] as u64 | (self.ids[m + 1] as u64) << 32;
+        [k.key as u64, (k.key >> 64) as u64, self.x_max.to_bits(), id(0), id(2), id(4), meta]
     }
-
-    const EMPTY: PieceEntry = PieceEntry {
-        key: 0,
-        len: 0,
-        ntok: 0,
-        partial: 0,
-        tlen: [0; PIECE_TOKENS],
-        starts: 0,
-        x_max: f64::NEG_INFINITY,
-        ids: [0; PIECE_TOKENS],
-    };
 }
 
-/// A two-way set-associative cache of solved short pieces for one encoder (least recently used
-/// replacement: a hit in the second slot moves to the first, a new entry goes first).
+/// A slot read whole and unchanged while it was read: words 1..8 (see [`PieceCache`]).
+#[derive(Clone, Copy)]
+struct Found {
+    /// Which slot of the set.
+    way: usize,
+    /// Its sequence number when read.
+    seq: u64,
+    words: [u64; 7],
+}
+
+impl Found {
+    #[inline(always)]
+    fn x_max(&self) -> f64 {
+        f64::from_bits(self.words[2])
+    }
+
+    #[inline(always)]
+    fn ntok(&self) -> usize {
+        (self.words[6] >> META_NTOK & 7) as usize
+    }
+
+    #[inline(always)]
+    fn partial(&self, m: usize) -> bool {
+        self.words[6] >> (META_PARTIAL as usize + m) & 1 != 0
+    }
+
+    #[inline(always)]
+    fn tlen(&self, m: usize) -> usize {
+        (self.words[6] >> (META_TLEN as usize + 4 * m) & 15) as usize + 1
+    }
+
+    #[inline(always)]
+    fn id(&self, m: usize) -> u32 {
+        (self.words[3 + m / 2] >> (32 * (m & 1))) as u32
+    }
+}
+
+/// A slot: word 0 its sequence number (odd while a writer holds it), words 1..3 the piece's
+/// bytes (little endian, zero above its length), word 3 the margin `x_max` (f64 bits), words
+/// 4..7 the ids (two per word), word 7 the metadata (see `META_*`). All zero: empty.
+#[repr(C, align(64))]
+#[derive(Default)]
+struct Slot([AtomicU64; 8]);
+
+/// Events of a piece cache, counted in test builds (the concurrency tests assert each occurred).
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct CacheStats {
+    /// Replayed.
+    pub hits: AtomicU64,
+    /// Solved by the program (not held, or its margin too small).
+    pub misses: AtomicU64,
+    /// A slot whose key matched was being written (odd sequence number) when read.
+    pub busy: AtomicU64,
+    /// A slot whose key matched changed while it was read (the sequence number moved).
+    pub torn: AtomicU64,
+    /// A writer found a slot of its set held by another writer and gave up.
+    pub lost: AtomicU64,
+    /// Entries stored.
+    pub inserts: AtomicU64,
+    /// Hits in the second slot moved first.
+    pub promoted: AtomicU64,
+}
+
+/// A two-way set-associative cache of solved short pieces, owned by one encoder and shared by
+/// every thread encoding with it (least recently used replacement: a hit in the second slot
+/// moves to the first, a new entry goes first).
 ///
 /// A piece `text[p..q]` between two cuts (positions no token spans) is a problem of its own:
 /// its program reads only its bytes, the unit starts `p..=q` and `D[q]`. The program's
@@ -449,105 +526,248 @@ impl PieceEntry {
 /// `D[q]` may be for its decisions to stand (see `Encoder::piece_program`); a piece that is a
 /// tie at any magnitude is never cached. Replaying an entry adds its costs right to left onto
 /// `D[q]`: the same operations on the same values as the program, so `D[p]` is bit-identical.
-#[derive(Default)]
+///
+/// Concurrency: every word is an atomic, read and written `Relaxed`, with a sequence lock per
+/// slot. A writer takes the slots it writes by moving their sequence numbers from even to odd
+/// (compare-exchange; if any is taken already it gives up and the entry is not stored), issues
+/// a release fence, writes, and releases each slot with the next even number (a release
+/// store). A reader loads the sequence number (acquire), the words, an acquire fence, and the
+/// sequence number again: the words are one writer's entry if it was even and unchanged
+/// (a writer that wrote any word read had made the number odd before, and the fences order
+/// that before the second load). Anything else is a miss, never a replay: a reader never
+/// writes, except to move a hit in the second slot first (at most once per such hit, and
+/// only if it gets both slots at once).
 struct PieceCache {
-    /// The encoder whose pieces these are (0: none).
-    owner: u64,
-    entries: Vec<PieceEntry>,
+    slots: Vec<Slot>,
+    /// A set's first slot is `(hash >> shift) * WAYS`.
+    shift: u32,
+    /// Counted in [`CACHE_LIVE`].
+    full: bool,
+    #[cfg(test)]
+    pub(crate) stats: CacheStats,
+    /// Test hook: readers and writers pause inside their critical windows, so that threads
+    /// overlap there even on a machine of two busy cores.
+    #[cfg(test)]
+    pub(crate) pause: std::sync::atomic::AtomicBool,
 }
-
-/// Piece caches a thread keeps for other encoders besides the one in use (so that encoders
-/// used in turn in one thread, e.g. several tokenizers, keep their solved pieces).
-const SPARE_CACHES: usize = if cfg!(test) { 2 } else { 3 };
-/// Bytes of piece caches (all threads together) past which no thread makes a cache beyond its
-/// first: it reuses its least recently used one instead. Each thread's first cache is always
-/// made (as before spares existed), so the total is at most this plus one cache per thread.
-const CACHE_BUDGET: usize = 128 << 20;
-const CACHE_BYTES: usize = std::mem::size_of::<PieceEntry>() << CACHE_BITS;
-/// Bytes of piece caches allocated now, in all threads.
-static CACHE_LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 impl Drop for PieceCache {
     fn drop(&mut self) {
-        if !self.entries.is_empty() {
-            CACHE_LIVE.fetch_sub(CACHE_BYTES, std::sync::atomic::Ordering::Relaxed);
+        if self.full {
+            CACHE_LIVE.fetch_sub(self.slots.len() * std::mem::size_of::<Slot>(), Ordering::Relaxed);
         }
     }
 }
 
+/// Counts an event of a cache (test builds only).
+macro_rules! count {
+    ($cache:expr, $field:ident) => {
+        #[cfg(test)]
+        $cache.stats.$field.fetch_add(1, Ordering::Relaxed);
+    };
+}
+
 impl PieceCache {
-    /// Makes the cache hold `owner`'s pieces (emptied if it held another encoder's).
-    fn claim(&mut self, owner: u64) {
-        if self.owner != owner || self.entries.is_empty() {
-            if self.entries.is_empty() {
-                CACHE_LIVE.fetch_add(CACHE_BYTES, std::sync::atomic::Ordering::Relaxed);
-            }
-            if self.entries.capacity() < 1 << CACHE_BITS {
-                // Huge pages where the system allows them: a lookup in 16 MiB of 4 KiB pages
-                // misses the TLB almost every time (1.04–1.10x, benches/README.md).
-                self.entries = Vec::with_capacity(1 << CACHE_BITS);
-                crate::mem::advise_huge(&self.entries);
-            }
-            self.entries.clear();
-            self.entries.resize(1 << CACHE_BITS, PieceEntry::EMPTY);
-            self.owner = owner;
+    /// A cache of `2^CACHE_BITS` entries while [`CACHE_BUDGET`] allows, else a small one.
+    fn new() -> Self {
+        let bytes = std::mem::size_of::<Slot>() << CACHE_BITS;
+        let full = CACHE_LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes <= CACHE_BUDGET;
+        if !full {
+            CACHE_LIVE.fetch_sub(bytes, Ordering::Relaxed);
+        }
+        let mut c = Self::with_bits(if full { CACHE_BITS } else { SMALL_CACHE_BITS });
+        c.full = full;
+        c
+    }
+
+    /// An empty cache of `2^bits` entries (not counted in [`CACHE_LIVE`]).
+    fn with_bits(bits: u32) -> Self {
+        assert!(bits > WAYS.trailing_zeros() && bits <= 32);
+        // Huge pages where the system allows them: a lookup in 16 MiB of 4 KiB pages
+        // misses the TLB almost every time (1.04–1.10x, benches/README.md).
+        let mut slots = Vec::with_capacity(1 << bits);
+        crate::mem::advise_huge(&slots);
+        slots.resize_with(1 << bits, Slot::default);
+        PieceCache {
+            slots,
+            shift: 64 - bits + WAYS.trailing_zeros(),
+            full: false,
+            #[cfg(test)]
+            stats: CacheStats::default(),
+            #[cfg(test)]
+            pause: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
-    /// Makes `active` the cache of `owner`: it stays if it is, else it is swapped with the
-    /// spare that is (most recently used spares last), else a new cache is made while the
-    /// spares and [`CACHE_BUDGET`] allow (the old one kept as a spare), else the least recently
-    /// used one is emptied for `owner`.
-    fn select(active: &mut PieceCache, spares: &mut Vec<PieceCache>, owner: u64) {
-        if active.owner == owner && !active.entries.is_empty() {
-            return;
-        }
-        if let Some(k) = spares.iter().position(|c| c.owner == owner && !c.entries.is_empty()) {
-            let mut c = spares.remove(k);
-            std::mem::swap(active, &mut c);
-            spares.push(c);
-            return;
-        }
-        if !active.entries.is_empty() {
-            let room = spares.len() < SPARE_CACHES
-                && CACHE_LIVE.load(std::sync::atomic::Ordering::Relaxed) + CACHE_BYTES <= CACHE_BUDGET;
-            let mut c = if room { PieceCache::default() } else if !spares.is_empty() { spares.remove(0) } else {
-                active.claim(owner);
-                return;
-            };
-            std::mem::swap(active, &mut c);
-            spares.push(c);
-        }
-        active.claim(owner);
+    /// The hash of a piece (its set is picked by the top bits).
+    #[inline(always)]
+    fn hash(key: u128, len: usize, starts: u32) -> u64 {
+        let (w0, w1) = (key as u64, (key >> 64) as u64);
+        (w0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ w1).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
+            ^ ((starts as u64) << 8 | len as u64).wrapping_mul(0x1656_67B1_9E37_79F9)
     }
 
     /// The first slot of the piece's set.
     #[inline(always)]
-    fn slot(key: u128, len: usize, starts: u32) -> usize {
-        let (w0, w1) = (key as u64, (key >> 64) as u64);
-        let h = (w0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ w1).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
-            ^ ((starts as u64) << 8 | len as u64).wrapping_mul(0x1656_67B1_9E37_79F9);
-        (h >> (64 - CACHE_BITS + WAYS.trailing_zeros())) as usize * WAYS
+    fn set(&self, k: &PieceKey) -> usize {
+        (k.hash >> self.shift) as usize * WAYS
     }
 
-    /// The slot holding the piece `k` (same bytes, same unit starts; its margin not checked).
+    /// Prefetches the piece's set.
     #[inline(always)]
-    fn find(&self, k: &PieceKey) -> Option<usize> {
-        let set = &self.entries[k.slot..k.slot + WAYS];
-        (0..WAYS).find(|&w| set[w].holds(k)).map(|w| k.slot + w)
+    fn prefetch(&self, k: &PieceKey) {
+        let s = self.set(k);
+        for w in 0..WAYS {
+            crate::mem::prefetch(&self.slots[s + w]);
+        }
+    }
+
+    /// Whether a slot of the piece's set seems to hold it (its key words as they read now; a
+    /// hint, not checked against writers).
+    #[inline(always)]
+    fn seems_held(&self, k: &PieceKey) -> bool {
+        let s = self.set(k);
+        let (lo, hi, meta) = (k.key as u64, (k.key >> 64) as u64, k.meta());
+        self.slots[s..s + WAYS].iter().any(|slot| {
+            let w = &slot.0;
+            w[7].load(Ordering::Relaxed) & META_KEY == meta && w[1].load(Ordering::Relaxed) == lo && w[2].load(Ordering::Relaxed) == hi
+        })
+    }
+
+    /// The entry of the piece `k` (same bytes, same unit starts; its margin not checked), read
+    /// whole while no writer changed it (see [`PieceCache`]).
+    #[inline(always)]
+    fn find(&self, k: &PieceKey) -> Option<Found> {
+        let s = self.set(k);
+        let (lo, hi, meta) = (k.key as u64, (k.key >> 64) as u64, k.meta());
+        for way in 0..WAYS {
+            let w = &self.slots[s + way].0;
+            let seq = w[0].load(Ordering::Acquire);
+            let m = w[7].load(Ordering::Relaxed);
+            let (k0, k1) = (w[1].load(Ordering::Relaxed), w[2].load(Ordering::Relaxed));
+            if m & META_KEY != meta || k0 != lo || k1 != hi {
+                continue;
+            }
+            #[cfg(test)]
+            self.pause_here();
+            let rest = [w[3].load(Ordering::Relaxed), w[4].load(Ordering::Relaxed), w[5].load(Ordering::Relaxed), w[6].load(Ordering::Relaxed)];
+            fence(Ordering::Acquire);
+            let again = w[0].load(Ordering::Relaxed);
+            if seq & 1 != 0 {
+                count!(self, busy);
+                continue;
+            }
+            if again != seq {
+                count!(self, torn);
+                continue;
+            }
+            return Some(Found { way, seq, words: [k0, k1, rest[0], rest[1], rest[2], rest[3], m] });
+        }
+        None
+    }
+
+    /// Takes slot `i` for writing if no writer holds it: its even sequence number before.
+    #[inline]
+    fn lock(&self, i: usize, expect: Option<u64>) -> Option<u64> {
+        let seq = &self.slots[i].0[0];
+        let s = expect.unwrap_or_else(|| seq.load(Ordering::Relaxed));
+        if s & 1 != 0 {
+            return None;
+        }
+        seq.compare_exchange(s, s + 1, Ordering::Acquire, Ordering::Relaxed).ok()
+    }
+
+    /// Releases slot `i` taken at sequence number `s`.
+    #[inline]
+    fn unlock(&self, i: usize, s: u64) {
+        self.slots[i].0[0].store(s + 2, Ordering::Release);
+    }
+
+    /// Words 1..8 of slot `i` (held by this writer).
+    fn load_words(&self, i: usize) -> [u64; 7] {
+        let w = &self.slots[i].0;
+        std::array::from_fn(|k| w[k + 1].load(Ordering::Relaxed))
+    }
+
+    /// Writes words 1..8 of slot `i` (held by this writer, after the release fence).
+    fn store_words(&self, i: usize, words: &[u64; 7]) {
+        let w = &self.slots[i].0;
+        for (k, &x) in words.iter().enumerate() {
+            w[k + 1].store(x, Ordering::Relaxed);
+            #[cfg(test)]
+            if k == 3 {
+                self.pause_here();
+            }
+        }
+    }
+
+    /// Takes both slots of the set starting at `s` (the first at `first`, if given: the
+    /// sequence number it was read at), or neither.
+    fn lock_set(&self, s: usize, second: Option<u64>) -> Option<[u64; WAYS]> {
+        let a = self.lock(s, None)?;
+        match self.lock(s + 1, second) {
+            Some(b) => {
+                // Orders the taking of the slots before the writes (see PieceCache).
+                fence(Ordering::Release);
+                Some([a, b])
+            }
+            None => {
+                self.unlock(s, a);
+                None
+            }
+        }
+    }
+
+    /// Moves the entry `f`, just read in the second slot of the piece's set, first (the first
+    /// one second), unless a writer holds either slot or the second changed since it was read.
+    fn promote(&self, k: &PieceKey, f: &Found) {
+        debug_assert_eq!(f.way, 1);
+        let s = self.set(k);
+        let Some(seqs) = self.lock_set(s, Some(f.seq)) else {
+            count!(self, lost);
+            return;
+        };
+        let first = self.load_words(s);
+        self.store_words(s, &f.words);
+        self.store_words(s + 1, &first);
+        self.unlock(s, seqs[0]);
+        self.unlock(s + 1, seqs[1]);
+        count!(self, promoted);
     }
 
     /// Stores the entry of the piece `k`: in place of its old entry (one whose margin was too
-    /// small), else first in its set, the others moved down one slot (the last one dropped).
-    fn insert(&mut self, k: &PieceKey, entry: PieceEntry) {
-        let at = match self.find(k) {
-            Some(s) => s,
-            None => {
-                self.entries.copy_within(k.slot..k.slot + WAYS - 1, k.slot + 1);
-                k.slot
-            }
+    /// small), else first in its set, the first moved second (the second dropped); not at all
+    /// if another writer holds a slot of the set.
+    fn insert(&self, k: &PieceKey, entry: &PieceEntry) {
+        let s = self.set(k);
+        let Some(seqs) = self.lock_set(s, None) else {
+            count!(self, lost);
+            return;
         };
-        self.entries[at] = entry;
+        let words = entry.words(k);
+        let (first, second) = (self.load_words(s), self.load_words(s + 1));
+        let holds = |w: &[u64; 7]| w[6] & META_KEY == words[6] & META_KEY && w[0] == words[0] && w[1] == words[1];
+        if holds(&second) && !holds(&first) {
+            self.store_words(s + 1, &words);
+        } else {
+            if !holds(&first) {
+                self.store_words(s + 1, &first);
+            }
+            self.store_words(s, &words);
+        }
+        self.unlock(s, seqs[0]);
+        self.unlock(s + 1, seqs[1]);
+        count!(self, inserts);
+    }
+
+    /// Test hook: a pause inside a critical window when `pause` is set.
+    #[cfg(test)]
+    fn pause_here(&self) {
+        if self.pause.load(Ordering::Relaxed) {
+            for _ in 0..4 {
+                std::thread::yield_now();
+            }
+        }
     }
 }
 
@@ -583,16 +803,11 @@ pub struct Scratch {
     /// The same candidates by length: `1 + ε` (∞ for lengths without a token) and id.
     by_len: Vec<f64>,
     id_by_len: Vec<u32>,
-    /// Solved short pieces of the last encoder used with these buffers.
-    cache: PieceCache,
-    /// Those of the encoders used before it (see `PieceCache::select`).
-    spare: Vec<PieceCache>,
     /// The buffers of the run shortcut (see `crate::runs`).
     runs: crate::runs::RunScratch,
 }
 
-/// Runs `f` with this thread's scratch buffers, which persist across calls (so does their piece
-/// cache); a fresh set when they are already in use (a nested call). Buffers that grew beyond
+/// Runs `f` with this thread's scratch buffers, which persist across calls; a fresh set when they are already in use (a nested call). Buffers that grew beyond
 /// 4 MiB of input are freed afterwards.
 pub fn with_thread_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
     thread_local! {
@@ -635,9 +850,7 @@ impl Scratch {
     /// an idle thread does not keep hundreds of megabytes.
     pub fn shrink(&mut self, max_bytes: usize) {
         if self.starts.capacity() > max_bytes {
-            // The piece caches are bounded and stay.
-            let (cache, spare) = (std::mem::take(&mut self.cache), std::mem::take(&mut self.spare));
-            *self = Scratch { cache, spare, ..Scratch::default() };
+            *self = Scratch::default();
         }
     }
 }
@@ -648,14 +861,12 @@ impl Encoder {
     }
 
     fn shared(vocab: Arc<Vocab>, options: Options) -> Self {
-        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let costs = Costs::new(options.boundary_penalty, options.token_preference);
-        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Encoder { vocab, options, costs, id }
+        Encoder { vocab, options, costs, cache: std::sync::OnceLock::new() }
     }
 
     /// The same vocabulary (and automaton, shared, not copied) with other options: only the
-    /// costs change.
+    /// costs change (and the piece cache is its own).
     pub fn with_options(&self, options: Options) -> Self {
         Self::shared(Arc::clone(&self.vocab), options)
     }
@@ -753,10 +964,9 @@ impl Encoder {
         // Sentinel: the end of the text closes the last unit.
         scratch.starts.push(1);
         self.cuts(text, &mut scratch.cuts);
-        // The piece cache is made ready (selected, or made: 16 MiB to allocate and fill) with
-        // the first short piece, so that a text of long pieces only (a run of spaces) does
-        // without it.
-        let mut ready = false;
+        // The piece cache is looked up (or made: 16 MiB to allocate and fill) with the first
+        // short piece, so that a text of long pieces only (a run of spaces) does without it.
+        let mut cache: Option<&PieceCache> = None;
         // D[q] at the right end of the current piece (D[n] = 0).
         let mut x = 0.0f64;
         // The pieces, found (and their cache slots prefetched) a batch at a time, one batch
@@ -768,17 +978,15 @@ impl Encoder {
         let mut walks = [[NONE; PIECE_MAX]; PIECE_BATCH];
         let (mut nb, mut end) = self.next_batch(text, &scratch.starts, &scratch.cuts, None, n, &mut batch);
         while nb > 0 {
-            if !ready && batch[..nb].iter().any(|k| k.short) {
-                PieceCache::select(&mut scratch.cache, &mut scratch.spare, self.id);
-                ready = true;
+            if cache.is_none() && batch[..nb].iter().any(|k| k.short) {
+                cache = Some(self.piece_cache());
             }
-            let cache = ready.then_some(&scratch.cache);
             let (na, after) = if end > 0 { self.next_batch(text, &scratch.starts, &scratch.cuts, cache, end, &mut ahead) } else { (0, 0) };
             // The short pieces missing from the cache are walked together (see `walk_missing`).
-            let walked = self.walk_missing(text, &batch[..nb], &scratch.cache, &mut walks);
+            let walked = cache.map_or(0, |c| self.walk_missing(text, &batch[..nb], c, &mut walks));
             for (m, k) in batch[..nb].iter().enumerate() {
-                x = if k.short {
-                    self.short_piece(text, k, x, (walked >> m & 1 != 0).then_some(&walks[m]), scratch)
+                x = if let (true, Some(c)) = (k.short, cache) {
+                    self.short_piece(text, k, x, (walked >> m & 1 != 0).then_some(&walks[m]), c, scratch)
                 } else {
                     self.long_piece(text, k.p, k.q, x, scratch)
                 };
@@ -788,6 +996,12 @@ impl Encoder {
         }
         scratch.starts.pop();
         x
+    }
+
+    /// The piece cache of this encoder (made on first use).
+    #[inline]
+    fn piece_cache(&self) -> &PieceCache {
+        self.cache.get_or_init(PieceCache::new)
     }
 
     /// D[0] of the MCE program over `text` (non-empty), with the choices left in `scratch`
@@ -916,9 +1130,7 @@ impl Encoder {
         while nb < PIECE_BATCH && end > 0 {
             let k = self.next_piece(text, starts, cuts, end);
             if let (true, Some(cache)) = (k.short, cache) {
-                for w in 0..WAYS {
-                    crate::mem::prefetch(&cache.entries[k.slot + w]);
-                }
+                cache.prefetch(&k);
             }
             out[nb] = k;
             nb += 1;
@@ -961,7 +1173,7 @@ impl Encoder {
         };
         // Flags p..=q: bit 16 (byte p + 16) only for a piece of 16 bytes.
         let bits = if len == 16 { bits | (starts[q] as u32) << 16 } else { bits & ((1u32 << (len + 1)) - 1) };
-        PieceKey { p, q, short: true, key, starts: bits, slot: PieceCache::slot(key, len, bits) }
+        PieceKey { p, q, short: true, key, starts: bits, hash: PieceCache::hash(key, len, bits) }
     }
 
     /// Walks the short pieces of `batch` that the cache does not hold (bit `m` of the result set
@@ -979,7 +1191,7 @@ impl Encoder {
         let mut longest = 0;
         let mut walked = 0u64;
         for (m, k) in batch.iter().enumerate() {
-            if k.short && cache.find(k).is_none() {
+            if k.short && !cache.seems_held(k) {
                 lanes[nl] = (m, k.p, k.q);
                 nl += 1;
                 longest = longest.max(k.q - k.p);
@@ -1012,39 +1224,38 @@ impl Encoder {
     /// (same bytes, same unit starts) and its margin covers `x` = D[q]; otherwise solved by
     /// [`Self::piece_program`] (from the walk `walk` when given) and remembered. Returns `D[p]`.
     #[inline(always)]
-    fn short_piece(&self, text: &[u8], k: &PieceKey, x: f64, walk: Option<&[u32; PIECE_MAX]>, scratch: &mut Scratch) -> f64 {
+    fn short_piece(&self, text: &[u8], k: &PieceKey, x: f64, walk: Option<&[u32; PIECE_MAX]>, cache: &PieceCache, scratch: &mut Scratch) -> f64 {
         let (p, q) = (k.p, k.q);
-        let (key, starts_bits) = (k.key, k.starts);
-        let found = scratch.cache.find(k);
-        let hit = found.filter(|&s| x < scratch.cache.entries[s].x_max);
+        let found = cache.find(k);
+        let hit = found.filter(|f| x < f.x_max());
         #[cfg(test)]
         tests::BRANCHES.with(|b| b.borrow_mut()[usize::from(hit.is_some()) * 2 + usize::from(walk.is_some())] += 1);
         #[cfg(test)]
-        tests::WAY_HITS.with(|b| b.borrow_mut()[hit.map_or(WAYS, |s| s - k.slot)] += 1);
-        if let Some(mut s) = hit {
-            if s != k.slot {
+        tests::WAY_HITS.with(|b| b.borrow_mut()[hit.map_or(WAYS, |f| f.way)] += 1);
+        if let Some(e) = hit {
+            count!(cache, hits);
+            if e.way != 0 {
                 // Least recently used replacement: the hit moves first in its set.
-                scratch.cache.entries[k.slot..=s].rotate_right(1);
-                s = k.slot;
+                cache.promote(k, &e);
             }
-            let e = &scratch.cache.entries[s];
             // The cached choices are the program's for this D[q] (see PieceCache); D[p] is
             // their costs added right to left onto x, as the program adds them.
             let mut d = x;
             let mut pos = q;
-            for m in (0..e.ntok as usize).rev() {
-                let l = e.tlen[m] as usize;
+            for m in (0..e.ntok()).rev() {
+                let l = e.tlen(m);
                 pos -= l;
                 // c(i, j) + D[j], written as the program writes it (the sum is the same).
                 #[allow(clippy::assign_op_pattern)]
                 {
-                    d = self.costs.cost_of(e.partial >> m & 1 != 0, token_preference(e.ids[m])) + d;
+                    d = self.costs.cost_of(e.partial(m), token_preference(e.id(m))) + d;
                 }
-                scratch.choice[pos] = e.ids[m];
+                scratch.choice[pos] = e.id(m);
                 scratch.lens[pos] = l as u8;
             }
             return d;
         }
+        count!(cache, misses);
         let mut own = [NONE; PIECE_MAX];
         let walk = match walk {
             Some(w) => w,
@@ -1059,18 +1270,15 @@ impl Encoder {
             }
         };
         let (d, entry) = self.piece_program(p, q, x, walk, scratch);
-        if let Some(mut entry) = entry {
-            entry.key = key;
-            entry.starts = starts_bits;
-            scratch.cache.insert(k, entry);
+        if let Some(entry) = entry {
+            cache.insert(k, &entry);
         }
         d
     }
 
     /// The program over a short piece (see [`Self::long_piece`]) with every candidate walked,
     /// keeping at each position the second-best total too; returns `D[p]` and, when the choices
-    /// along the piece's path can be reused for other values of `D[q]`, the cache entry (key
-    /// and start bits to be filled in by the caller).
+    /// along the piece's path can be reused for other values of `D[q]`, the cache entry.
     ///
     /// Reuse is safe when every decision on the path wins by more than rounding can move it.
     /// With `L` the piece length, `u = 2^-53` and `S` the largest total involved, each total is
@@ -1118,7 +1326,7 @@ impl Encoder {
             scratch.lens[i] = blen as u8;
             units.leave(i);
         }
-        let mut entry = PieceEntry { len: len as u8, ..PieceEntry::EMPTY };
+        let mut entry = PieceEntry { ntok: 0, partial: 0, tlen: [0; PIECE_TOKENS], x_max: f64::NEG_INFINITY, ids: [0; PIECE_TOKENS] };
         let (mut gap, mut top) = (f64::INFINITY, 0.0f64);
         let mut pos = p;
         while pos < q {
@@ -1637,9 +1845,9 @@ pub(crate) mod tests {
 
     #[test]
     fn cache_made_ready_with_the_first_short_piece() {
-        // The piece cache is selected only when a batch holds a short piece: texts whose right
+        // The piece cache is made only when a batch holds a short piece: texts whose right
         // end (where the scan starts) has more than a batch of long pieces, then short ones;
-        // texts of long pieces only leave the scratch's cache to the encoder that had it.
+        // texts of long pieces only make none.
         let mut toks: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
         // Byte pairs of a/b and of c/d are inside tokens, a pair of one of each is not: runs of
         // one alphabet then the other are long pieces with no short piece between them.
@@ -1652,6 +1860,7 @@ pub(crate) mod tests {
         let other = enc.with_options(Options { boundary_penalty: 0.3, ..opt });
         let mut rng = Rng(0x1a2b_3c4d);
         let mut scratch = Scratch::default();
+        let mut fresh = Some(enc.with_options(Options { boundary_penalty: 0.2, ..opt }));
         let long = |rng: &mut Rng, k: usize| -> Vec<u8> {
             let abc: &[u8] = if k % 2 == 0 { b"ab" } else { b"cd" };
             (0..PIECE_MAX + 1 + rng.below(40)).map(|_| abc[rng.below(2)]).collect()
@@ -1670,14 +1879,16 @@ pub(crate) mod tests {
             let mut got = Vec::new();
             e.encode_into(&text, &mut scratch, &mut got);
             assert_eq!(got, reference(&toks, &text, e.options()), "round {round}");
-            assert_eq!(scratch.cache.owner, e.id, "round {round}: short pieces, so e's cache");
-            // Long pieces only: the other encoder's cache stays in place.
+            assert!(e.cache.get().is_some(), "round {round}: short pieces, so a cache");
+            // Long pieces only: no cache is made.
             let only_long: Vec<u8> = (0..1 + rng.below(3 * PIECE_BATCH)).flat_map(|k| long(&mut rng, k)).collect();
-            let f = if round % 2 == 0 { &other } else { &enc };
+            let f = fresh.take().unwrap_or_else(|| enc.with_options(Options { boundary_penalty: 0.1 * round as f64, ..opt }));
             let mut got = Vec::new();
             f.encode_into(&only_long, &mut scratch, &mut got);
             assert_eq!(got, reference(&toks, &only_long, f.options()), "round {round}, long only");
-            assert_eq!(scratch.cache.owner, e.id, "round {round}: no short piece, no cache change");
+            assert!(f.cache.get().is_none(), "round {round}: no short piece, no cache");
+            f.encode_into(&text, &mut scratch, &mut got);
+            assert!(f.cache.get().is_some(), "round {round}: then short pieces, so a cache");
         }
     }
 
@@ -1743,8 +1954,7 @@ pub(crate) mod tests {
             let opt = Options { algorithm: Algorithm::Mce, boundary_penalty: lam, token_preference: eps };
             let enc = Encoder::new(Vocab::new(toks.clone()).unwrap(), opt);
             let other = Encoder::new(Vocab::new(toks.clone()).unwrap(), Options { boundary_penalty: 0.2, ..opt });
-            // Four encoders in turn, more than a scratch keeps caches for (1 + SPARE_CACHES):
-            // caches are swapped in, kept as spares, and the least recently used one is reused.
+            // Four encoders in turn with one scratch: each has its own piece cache.
             let third = enc.with_options(Options { boundary_penalty: 0.1, ..opt });
             let fourth = enc.with_options(Options { token_preference: !eps, ..opt });
             let mut scratch = Scratch::default();
@@ -1789,6 +1999,153 @@ pub(crate) mod tests {
         // Replayed from either slot of a set, and solved (no slot held it with a margin).
         let w = WAY_HITS.with(|b| *b.borrow());
         assert!(w.iter().all(|&c| c > 0), "{w:?}");
+    }
+
+    /// A vocabulary for the piece-cache tests (as in `piece_cache_matches_reference`): a few
+    /// letters, marks and digits, some byte pairs inside no token; and a few short pieces made
+    /// of the same atoms, to be reused all over the texts.
+    fn cache_vocab(rng: &mut Rng) -> (Vec<(u32, Vec<u8>)>, Vec<Vec<u8>>) {
+        let atoms: &[&str] = &["a", "b", "aa", "ab", "ba", "1", " ", "é", "\u{301}", "中", "-", "x"];
+        let mut toks: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        let mut seen: std::collections::HashSet<Vec<u8>> = toks.iter().map(|t| t.1.clone()).collect();
+        for (k, t) in [&b"a-"[..], b"aa", b"aaa", b"ab", b" a", b"ba"].into_iter().enumerate() {
+            if (k == 0 || rng.below(4) != 0) && seen.insert(t.to_vec()) {
+                let id = toks.len() as u32;
+                toks.push((id, t.to_vec()));
+            }
+        }
+        for _ in 0..10 + rng.below(40) {
+            let mut t = Vec::new();
+            for _ in 0..1 + rng.below(3) {
+                t.extend_from_slice(atoms[rng.below(atoms.len() - 1)].as_bytes()); // never "x"
+            }
+            if rng.below(6) == 0 && t.len() > 1 {
+                t.truncate(t.len() - 1);
+            }
+            if seen.insert(t.clone()) {
+                let id = 256 + rng.below(3) as u32 * 1000 + toks.len() as u32;
+                if !toks.iter().any(|e| e.0 == id) {
+                    toks.push((id, t));
+                }
+            }
+        }
+        let pieces = (0..6)
+            .map(|k| {
+                let mut v = Vec::new();
+                for _ in 0..if k == 5 { 12 } else { 1 + rng.below(4) } {
+                    v.extend_from_slice(atoms[rng.below(atoms.len())].as_bytes());
+                }
+                v
+            })
+            .collect();
+        (toks, pieces)
+    }
+
+    /// A text of about `size` bytes for the piece-cache tests: the pieces of `cache_vocab`
+    /// between separators (cuts), runs of "a", partial UTF-8, "a-" in two unit contexts.
+    fn cache_text(rng: &mut Rng, pieces: &[Vec<u8>], size: usize) -> Vec<u8> {
+        let atoms: &[&str] = &["a", "b", "aa", "ab", "ba", "1", " ", "é", "\u{301}", "中", "-", "x"];
+        let seps: &[&str] = &["x", " ", "-", "1", "\u{301}", "中", "\u{ff}"];
+        let mut text = Vec::new();
+        while text.len() < size {
+            match rng.below(11) {
+                0 => text.extend_from_slice(&b"a".repeat(1 + rng.below(5))),
+                10 => text.extend_from_slice([&b"xa-x"[..], b"\xffa-x", b"xa-\xff", b"\xffa-\xff"][rng.below(4)]),
+                1 => text.push(0xE4),
+                2 => text.extend_from_slice(atoms[rng.below(atoms.len())].as_bytes()),
+                3 | 4 => text.extend_from_slice(seps[rng.below(seps.len())].as_bytes()),
+                _ => text.extend_from_slice(&pieces[rng.below(pieces.len())]),
+            }
+        }
+        text
+    }
+
+    #[test]
+    fn shared_cache_under_threads_matches_reference() {
+        // Four threads encode with ONE encoder, so with one piece cache (16 entries in tests),
+        // texts made of a few distinct short pieces, so that they collide on the same slots;
+        // every output is compared with the reference DP. In every other round the test hook
+        // pauses readers between the key and the rest of a slot and writers in the middle of
+        // their writes, so that they overlap even on two busy cores. The threads start together
+        // (a barrier) and each goes over all the texts three times in its own order. Rounds run
+        // until each event of the cache occurred: replays, solves, a slot being written when
+        // read, a slot changed while read, a writer giving up, inserts, promotions.
+        const THREADS: usize = 4;
+        let mut rng = Rng(0x7A3D_91C4_55E2_0B6F);
+        let mut total = [0u64; 7];
+        let mut round = 0usize;
+        loop {
+            let (toks, pieces) = cache_vocab(&mut rng);
+            let opts = [(0.05, true), (0.0, true), (0.3, false), (f64::INFINITY, true)];
+            let (lam, eps) = opts[round % 4];
+            let opt = Options { algorithm: Algorithm::Mce, boundary_penalty: lam, token_preference: eps };
+            let enc = Encoder::new(Vocab::new(toks.clone()).unwrap(), opt);
+            let texts: Vec<Vec<u8>> = (0..60)
+                .map(|t| {
+                    let size = if t % 20 == 19 { 3000 } else { 1 + rng.below(200) };
+                    cache_text(&mut rng, &pieces, size)
+                })
+                .collect();
+            let want: Vec<Vec<u32>> = texts.iter().map(|t| reference(&toks, t, opt)).collect();
+            let cache = enc.piece_cache();
+            cache.pause.store(round % 2 == 1, Ordering::Relaxed);
+            let barrier = std::sync::Barrier::new(THREADS);
+            std::thread::scope(|s| {
+                for t in 0..THREADS {
+                    let (enc, texts, want, barrier) = (&enc, &texts, &want, &barrier);
+                    s.spawn(move || {
+                        let mut scratch = Scratch::default();
+                        barrier.wait();
+                        for rep in 0..3 {
+                            for k in 0..texts.len() {
+                                let i = (k * (2 * t + 1) + rep * 7) % texts.len();
+                                let mut got = Vec::new();
+                                enc.encode_into(&texts[i], &mut scratch, &mut got);
+                                assert_eq!(got, want[i], "round {round} thread {t} text {i}");
+                            }
+                        }
+                    });
+                }
+            });
+            let st = &cache.stats;
+            for (a, c) in total.iter_mut().zip([&st.hits, &st.misses, &st.busy, &st.torn, &st.lost, &st.inserts, &st.promoted]) {
+                *a += c.load(Ordering::Relaxed);
+            }
+            round += 1;
+            if round >= 4 && total.iter().all(|&c| c > 0) {
+                break;
+            }
+            assert!(round < 400, "hits, misses, busy, torn, lost, inserts, promoted: {total:?}");
+        }
+        eprintln!("shared cache: {round} rounds; hits, misses, busy, torn, lost, inserts, promoted: {total:?}");
+    }
+
+    #[test]
+    fn cache_budget_makes_small_caches() {
+        // Past the budget of full-size caches an encoder's cache is small; it is exact too.
+        CACHE_LIVE.fetch_add(CACHE_BUDGET, Ordering::Relaxed);
+        let small = PieceCache::new();
+        CACHE_LIVE.fetch_sub(CACHE_BUDGET, Ordering::Relaxed);
+        assert!(!small.full);
+        assert_eq!(small.slots.len(), 1 << SMALL_CACHE_BITS);
+        let big = PieceCache::new();
+        assert_eq!(big.slots.len(), 1 << CACHE_BITS);
+        let live = CACHE_LIVE.load(Ordering::Relaxed);
+        assert!(big.full && live >= big.slots.len() * 64);
+        let mut rng = Rng(0x0BAD_5EED_1234_5678);
+        for round in 0..8 {
+            let (toks, pieces) = cache_vocab(&mut rng);
+            let opt = Options { algorithm: Algorithm::Mce, boundary_penalty: [0.05, 0.3][round % 2], token_preference: true };
+            let enc = Encoder::new(Vocab::new(toks.clone()).unwrap(), opt);
+            assert!(enc.cache.set(PieceCache::with_bits(SMALL_CACHE_BITS)).is_ok());
+            for _ in 0..20 {
+                let size = 1 + rng.below(400);
+                let text = cache_text(&mut rng, &pieces, size);
+                assert_eq!(enc.encode(&text), reference(&toks, &text, opt), "round {round}");
+            }
+            let st = &enc.piece_cache().stats;
+            assert!(st.hits.load(Ordering::Relaxed) > 0 && st.inserts.load(Ordering::Relaxed) > 0);
+        }
     }
 
     thread_local! {
