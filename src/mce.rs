@@ -495,8 +495,9 @@ impl Found {
 #[derive(Default)]
 struct Slot([AtomicU64; 8]);
 
-/// Events of a piece cache, counted in test builds (the concurrency tests assert each occurred).
-#[cfg(test)]
+/// Events of a piece cache, counted in test builds (the concurrency tests assert each occurred)
+/// and with the `cache-stats` feature (for measurements; see [`Encoder::piece_cache_stats`]).
+#[cfg(any(test, feature = "cache-stats"))]
 #[derive(Default)]
 pub(crate) struct CacheStats {
     /// Replayed.
@@ -543,7 +544,7 @@ struct PieceCache {
     shift: u32,
     /// Counted in [`CACHE_LIVE`].
     full: bool,
-    #[cfg(test)]
+    #[cfg(any(test, feature = "cache-stats"))]
     pub(crate) stats: CacheStats,
     /// Test hook: readers and writers pause inside their critical windows, so that threads
     /// overlap there even on a machine of two busy cores.
@@ -559,10 +560,10 @@ impl Drop for PieceCache {
     }
 }
 
-/// Counts an event of a cache (test builds only).
+/// Counts an event of a cache (test builds and the `cache-stats` feature only).
 macro_rules! count {
     ($cache:expr, $field:ident) => {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "cache-stats"))]
         $cache.stats.$field.fetch_add(1, Ordering::Relaxed);
     };
 }
@@ -592,7 +593,7 @@ impl PieceCache {
             slots,
             shift: 64 - bits + WAYS.trailing_zeros(),
             full: false,
-            #[cfg(test)]
+            #[cfg(any(test, feature = "cache-stats"))]
             stats: CacheStats::default(),
             #[cfg(test)]
             pause: std::sync::atomic::AtomicBool::new(false),
@@ -996,6 +997,15 @@ impl Encoder {
         }
         scratch.starts.pop();
         x
+    }
+
+    /// Counts of the piece cache's events so far (`cache-stats` feature): replays, solves,
+    /// busy and torn reads, lost writer races, inserts, promotions; `None` before the cache is
+    /// made.
+    #[cfg(feature = "cache-stats")]
+    pub fn piece_cache_stats(&self) -> Option<[u64; 7]> {
+        let st = &self.cache.get()?.stats;
+        Some([&st.hits, &st.misses, &st.busy, &st.torn, &st.lost, &st.inserts, &st.promoted].map(|c| c.load(Ordering::Relaxed)))
     }
 
     /// The piece cache of this encoder (made on first use).

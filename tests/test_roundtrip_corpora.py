@@ -102,3 +102,19 @@ def test_special_tokens_between_documents(o200k):
     assert o200k.encode_batch([big, docs[0]], allowed_special="all") == [want, o200k.encode(docs[0])]
     plain = o200k.encode(big)
     assert eot not in plain and o200k.decode(plain) == big
+
+
+@pytest.mark.parametrize("category", CATEGORIES or ["<none>"])
+def test_batch_threads_share_one_piece_cache(o200k, category):
+    """Threads of a batch share their encoder's piece cache (src/mce.rs `PieceCache`): a fresh
+    encoder (empty cache, filled by 2 then 3 threads at once, then used warm) gives what
+    per-document `encode` of another encoder gives, on every document."""
+    if category == "<none>":
+        pytest.skip(f"no corpora under {SHARED}/corpora")
+    docs = load_docs(category)
+    single = [o200k.encode(d) for d in docs]
+    for threads in (2, 3):
+        fresh = o200k.with_options()
+        assert fresh.encode_batch(docs, num_threads=threads) == single, (category, threads, "cold")
+        assert fresh.encode_batch(docs[::-1], num_threads=5 - threads) == single[::-1], (category, threads, "warm")
+        assert fresh.encode_bytes_batch([d.encode("utf-8") for d in docs], num_threads=threads) == single

@@ -357,6 +357,14 @@ impl PyCoreTokenizer {
         (PyBytes::new(py, &data), PyBytes::new(py, &lens), PyBytes::new(py, &ids))
     }
 
+    /// Counts of the piece cache's events (replays, solves, busy and torn reads, lost writer
+    /// races, inserts, promotions), or None before it is made; only in builds with the
+    /// `cache-stats` feature (measurements, benches/README.md).
+    #[cfg(feature = "cache-stats")]
+    fn _piece_cache_stats(&self) -> Option<[u64; 7]> {
+        self.inner.encoder().piece_cache_stats()
+    }
+
     /// A new tokenizer over the same vocabulary with other options.
     /// The vocabulary and its automaton are shared with `self`, only the costs change.
     fn with_options(&self, options: &Bound<'_, PyOptions>) -> Self {
