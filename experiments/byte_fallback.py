@@ -397,13 +397,15 @@ def render(res: Dict[str, Any], md: Path) -> None:
                  f"and the BPE {fb['pieces'] / fb['fallback_chars']:.2f} (its vocabulary has the byte pairs that begin "
                  f"characters). Of *{base}*'s {excess:,} more byte pieces ({100 * excess / ntok:.1f}% of its tokens on the "
                  f"set), the higher cost per character accounts for {fb['fallback_chars'] * per:,.0f} and the "
-                 f"characters the BPE has and *{base}* lacks for the rest.")
-    L += ["* Covering more characters (*cut1*: every character of the raw vocabulary) or giving the tokens of a Han "
+                 f"difference in fallback characters for {excess - fb['fallback_chars'] * per:,.0f}.")
+    if "prefixes" in res["variants"]:
+        L += ["* Covering more characters (*cut1*: every character of the raw vocabulary) or giving the tokens of a Han "
           "character with its punctuation priority (*hanpunct2*) moves a few tenths of a point between the "
           "categories (table below); the fallback prefixes (*prefixes*) raise zh by several points on both "
           "evaluations and multi a little, and cost en, sci, math and code a few tenths of a point (more than the "
           "0.1% noise the issue allows): they are kept in the opt-in `selection=\"refined-non-ascii\"` "
-          "(*nonascii-now*), not in `\"refined\"`. `\"paper\"` is unchanged.", ""]
+              "(*nonascii-now*), not in `\"refined\"`. `\"paper\"` is unchanged."]
+    L.append("")
     L += ["## Variants", ""]
     L += [f"* *{n}*: {v['doc']} (build `{v['build']}`, native module sha256 `{v['train']['params']['build']['sha256']}`; "
           f"training {v['train']['seconds']} s, {v['train'].get('covered_characters')} covered characters)"
