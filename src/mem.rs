@@ -45,6 +45,8 @@ const TAIL_ROUNDED: usize = 64 << 20;
 pub struct HugeBuf<T: Copy> {
     ptr: std::ptr::NonNull<T>,
     len: usize,
+    /// Values the allocation holds (`len` unless made by [`Self::with_capacity`]).
+    cap: usize,
     /// Bytes mapped (from a huge-page boundary) when mapped by `mmap`, else 0 (allocated
     /// by the global allocator with `layout`).
     mapped: usize,
@@ -71,6 +73,63 @@ mod sys {
 impl<T: Copy> HugeBuf<T> {
     /// `len` copies of `value`.
     pub fn filled(len: usize, value: T) -> Self {
+        let b = Self::uninit(len);
+        for i in 0..len {
+            // SAFETY: i < len, inside the allocation; T is Copy (no drop of the old bytes).
+            unsafe { b.ptr.as_ptr().add(i).write(value) };
+        }
+        b
+    }
+
+    /// An empty buffer with room for `cap` values, to be grown in place by [`Self::grow`] and
+    /// trimmed by [`Self::trim`] (a table built by appending, e.g. the automaton's states,
+    /// whose final size is not known in advance). Mapped, the room costs address space only:
+    /// pages are backed when first written.
+    pub fn with_capacity(cap: usize) -> Self {
+        let mut b = Self::uninit(cap);
+        b.len = 0;
+        b
+    }
+
+    /// Values that fit without growing the allocation.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Appends `n` copies of `value`. Panics past the capacity.
+    pub fn grow(&mut self, n: usize, value: T) {
+        let new_len = self.len.checked_add(n).expect("HugeBuf length overflows");
+        assert!(new_len <= self.cap, "HugeBuf grown past its capacity ({new_len} > {})", self.cap);
+        for i in self.len..new_len {
+            // SAFETY: i < cap, inside the allocation; T is Copy (no drop of the old bytes).
+            unsafe { self.ptr.as_ptr().add(i).write(value) };
+        }
+        self.len = new_len;
+    }
+
+    /// Gives back the mapped memory past the values (rounded as a new buffer of this length
+    /// would be); the capacity becomes what is left.
+    pub fn trim(&mut self) {
+        #[cfg(target_os = "linux")]
+        if self.mapped != 0 {
+            let bytes = self.len * std::mem::size_of::<T>();
+            let unit = if bytes < TAIL_ROUNDED { HUGE_PAGE } else { 4096 };
+            let keep = bytes.div_ceil(unit).max(1) * unit;
+            if keep < self.mapped {
+                // SAFETY: [ptr + keep, ptr + mapped) is part of this buffer's own mapping and
+                // holds no values (keep >= len * size).
+                unsafe {
+                    sys::munmap((self.ptr.as_ptr() as *mut u8).add(keep) as *mut std::ffi::c_void, self.mapped - keep);
+                }
+                self.mapped = keep;
+                self.cap = keep / std::mem::size_of::<T>();
+            }
+        }
+    }
+
+    /// Room for `len` values, not yet written (the callers above write every one, or set the
+    /// length to 0, before the buffer is used).
+    fn uninit(len: usize) -> Self {
         let size = std::mem::size_of::<T>();
         assert!(size > 0, "HugeBuf of a zero-sized type");
         assert!(std::mem::align_of::<T>() <= 4096);
@@ -86,11 +145,7 @@ impl<T: Copy> HugeBuf<T> {
         let Some(ptr) = std::ptr::NonNull::new(raw) else {
             std::alloc::handle_alloc_error(layout);
         };
-        for i in 0..len {
-            // SAFETY: i < len, inside the allocation; T is Copy (no drop of the old bytes).
-            unsafe { raw.add(i).write(value) };
-        }
-        HugeBuf { ptr, len, mapped, layout }
+        HugeBuf { ptr, len, cap: len, mapped, layout }
     }
 
     /// Fresh pages from the kernel (memory the allocator reuses may already be backed by
@@ -229,5 +284,31 @@ mod tests {
         }
         let p = HugeBuf::filled(3, (1u64, 2u8));
         assert_eq!(&p[..], &[(1, 2); 3]);
+        // Grown in place, then trimmed: the values stay, the start stays aligned, and the
+        // capacity left is what the rounding keeps.
+        for (cap, steps) in [(0usize, 0usize), (10, 3), (HUGE_PAGE / 8 * 5 + 7, 40), ((TAIL_ROUNDED / 8) * 2, 70)] {
+            let mut b = HugeBuf::with_capacity(cap);
+            assert_eq!((b.len(), b.capacity()), (0, cap));
+            let mut want = Vec::new();
+            for k in 0..steps {
+                let n = (cap / steps.max(1) / 3).max(1);
+                b.grow(n, k as u64);
+                want.resize(want.len() + n, k as u64);
+            }
+            assert_eq!(&b[..], &want[..]);
+            let mapped = b.bytes();
+            b.trim();
+            assert_eq!(&b[..], &want[..], "cap {cap}");
+            assert!(b.capacity() >= b.len());
+            if cap * 8 >= HUGE_PAGE {
+                assert_eq!(b.as_ptr() as usize % HUGE_PAGE, 0, "cap {cap}");
+                assert!(b.bytes() < mapped, "cap {cap}: trimmed {} of {mapped}", b.bytes());
+                let unit = if want.len() * 8 < TAIL_ROUNDED { HUGE_PAGE } else { 4096 };
+                assert_eq!(b.bytes(), (want.len() * 8).div_ceil(unit) * unit);
+                for x in b.iter_mut() {
+                    *x += 1; // every page kept is still mapped and writable
+                }
+            }
+        }
     }
 }
