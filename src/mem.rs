@@ -91,7 +91,8 @@ impl<T: Copy> HugeBuf<T> {
         b
     }
 
-    /// Values that fit without growing the allocation.
+    /// Values that fit without growing the allocation (for the tests).
+    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.cap
     }
