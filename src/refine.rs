@@ -87,7 +87,8 @@ pub enum SelectionRule {
     /// share of the pass's usage (module documentation, step 4).
     RefinedScripts,
     /// [`SelectionRule::Refined`] with the tokens saved of the smaller of the ASCII and non-ASCII
-    /// groups weighted up by the ratio of their usage (module documentation, step 5).
+    /// groups weighted up by the ratio of their usage (module documentation, step 5), and the
+    /// fallback prefixes in the raw vocabulary (step 6).
     RefinedNonAscii,
 }
 
