@@ -349,6 +349,14 @@ def test_train_selection_paper_and_refined_on_raw_vocab_size():
     assert tokens_of(ref) != tokens_of(paper)
 
 
+def _utf8(t):
+    try:
+        t.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
 def _char_occurrences(docs):
     from collections import Counter
     return {ch.encode(): n for ch, n in Counter(ch for d in docs for ch in d if ord(ch) >= 0x80).items()}
@@ -503,16 +511,20 @@ def test_paper_default_unchanged_for_huge_raw():
     assert n_used > 0 and HUGE > k
 
 
-def test_distributed_steps_refined_equal_local():
+@pytest.mark.parametrize("selection", ["refined", "refined-non-ascii"])
+def test_distributed_steps_refined_equal_local(selection):
     # docs/spec.md section 6: counting and every usage pass (filtering and the refining passes)
-    # made in blocks, merged through pickle, give the local refined tokenizer
+    # made in blocks, merged through pickle, give the local refined tokenizer (with
+    # "refined-non-ascii", its fallback prefixes too: rare characters below the raw cut)
     import pickle
     from cnfmce import _core
     docs = _cjk_corpus(4, n=24) + list(SENTENCES)
-    local = cnfmce.train(docs, vocab_size=400, raw_vocab_size=1500, rounds=ROUNDS, selection="refined",
+    if selection == "refined-non-ascii":
+        docs += _rare_characters_corpus(33)[:12]
+    local = cnfmce.train(docs, vocab_size=400, raw_vocab_size=1500, rounds=ROUNDS, selection=selection,
                          progress=False)
     opts = _core.Options.default()
-    trainer = _core.Trainer(400, 1500, ROUNDS, [], opts, selection="refined")
+    trainer = _core.Trainer(400, 1500, ROUNDS, [], opts, selection=selection)
     kinds = []
     ship = lambda x: pickle.loads(pickle.dumps(x))  # noqa: E731
     blocks = [docs[i::3] for i in range(3)]
@@ -534,4 +546,8 @@ def test_distributed_steps_refined_equal_local():
     assert "refine" in kinds and kinds.index("filter") < kinds.index("refine")
     core, report = trainer.finish()
     assert cnfmce.Tokenizer(core).token_bytes() == local.token_bytes()
-    assert report["selection"] == "refined" and len(report["refine"]) == kinds.count("refine")
+    assert report["selection"] == selection and len(report["refine"]) == kinds.count("refine")
+    assert (report["fallback_prefixes"] > 0) == (selection == "refined-non-ascii")
+    if selection == "refined-non-ascii":
+        assert local.metadata["fallback_prefixes"] == report["fallback_prefixes"]
+        assert [t for t in local.token_bytes().values() if len(t) > 1 and not _utf8(t)]
