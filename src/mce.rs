@@ -81,6 +81,7 @@ fn best_masked(ac: &Automaton, pat: &Pattern, cx: &Candidates<'_>, lower: (f64, 
         tests::TOP_STEPS.with(|b| b.borrow_mut()[(pat.lens.checked_shr(top).unwrap_or(0).count_ones() as usize).min(2)] += 1);
     }
     let mut rest = (free | partial) & !own;
+    let lowers = [lower.0, lower.1];
     let mut q = pat.next;
     while rest != 0 {
         let len = 64 - rest.leading_zeros();
@@ -88,7 +89,9 @@ fn best_masked(ac: &Automaton, pat: &Pattern, cx: &Candidates<'_>, lower: (f64, 
         rest ^= bit;
         let is_partial = free & bit == 0;
         let d = unsafe { *dist.get_unchecked((cx.i + len as usize) & cx.mask) };
-        if (if is_partial { lower.1 } else { lower.0 }) + d < best.0 {
+        // The bound by index, not by a branch (the class of a candidate is data).
+        // SAFETY: the index is 0 or 1.
+        if unsafe { *lowers.get_unchecked(is_partial as usize) } + d < best.0 {
             // The chain holds this length (the mask says so) further on: lengths decrease.
             let mut c = ac.pattern(q);
             while c.len != len {
