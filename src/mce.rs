@@ -495,8 +495,16 @@ impl Found {
 /// bytes (little endian, zero above its length), word 3 the margin `x_max` (f64 bits), words
 /// 4..7 the ids (two per word), word 7 the metadata (see `META_*`). All zero: empty.
 #[repr(C, align(64))]
-#[derive(Default)]
 struct Slot([AtomicU64; 8]);
+
+/// The memory of a [`Slot`] as allocated (zero: an empty slot); never read as such.
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct RawSlot([u64; 8]);
+
+// A Slot is a RawSlot's bytes seen as atomics (AtomicU64 has u64's size and bit validity).
+const _: () = assert!(std::mem::size_of::<Slot>() == 64 && std::mem::size_of::<RawSlot>() == 64);
+const _: () = assert!(std::mem::align_of::<Slot>() == std::mem::align_of::<RawSlot>());
 
 /// Events of a piece cache, counted in test builds (the concurrency tests assert each occurred)
 /// and with the `cache-stats` feature (for measurements; see [`Encoder::piece_cache_stats`]).
@@ -542,7 +550,9 @@ pub(crate) struct CacheStats {
 /// writes, except to move a hit in the second slot first (at most once per such hit, and
 /// only if it gets both slots at once).
 struct PieceCache {
-    slots: Vec<Slot>,
+    /// The slots' memory, from a huge-page boundary (see [`crate::mem::HugeBuf`]), used only
+    /// through [`Self::slots`].
+    buf: crate::mem::HugeBuf<RawSlot>,
     /// A set's first slot is `(hash >> shift) * WAYS`.
     shift: u32,
     /// Counted in [`CACHE_LIVE`].
@@ -558,7 +568,7 @@ struct PieceCache {
 impl Drop for PieceCache {
     fn drop(&mut self) {
         if self.full {
-            CACHE_LIVE.fetch_sub(self.slots.len() * std::mem::size_of::<Slot>(), Ordering::Relaxed);
+            CACHE_LIVE.fetch_sub(self.slots().len() * std::mem::size_of::<Slot>(), Ordering::Relaxed);
         }
     }
 }
@@ -588,12 +598,10 @@ impl PieceCache {
     fn with_bits(bits: u32) -> Self {
         assert!(bits > WAYS.trailing_zeros() && bits <= 32);
         // Huge pages where the system allows them: a lookup in 16 MiB of 4 KiB pages
-        // misses the TLB almost every time (1.04–1.10x, benches/README.md).
-        let mut slots = Vec::with_capacity(1 << bits);
-        crate::mem::advise_huge(&slots);
-        slots.resize_with(1 << bits, Slot::default);
+        // misses the TLB almost every time (1.04–1.10x, benches/README.md); a HugeBuf starts
+        // at a huge-page boundary, so all of it can be (a Vec's first and last 2 MiB cannot).
         PieceCache {
-            slots,
+            buf: crate::mem::HugeBuf::filled(1 << bits, RawSlot([0; 8])),
             shift: 64 - bits + WAYS.trailing_zeros(),
             full: false,
             #[cfg(any(test, feature = "cache-stats"))]
@@ -601,6 +609,17 @@ impl PieceCache {
             #[cfg(test)]
             pause: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// The slots.
+    #[inline(always)]
+    fn slots(&self) -> &[Slot] {
+        let (ptr, len) = self.buf.raw_parts();
+        // SAFETY: `buf` holds `len` initialised RawSlots, 64-byte aligned, owned by self and
+        // never accessed but through this slice (no `&[RawSlot]` is made: `HugeBuf`'s deref
+        // is not used); a Slot has a RawSlot's size, alignment and valid bit patterns, and
+        // its atomics allow the shared mutation.
+        unsafe { std::slice::from_raw_parts(ptr as *const Slot, len) }
     }
 
     /// The hash of a piece (its set is picked by the top bits).
@@ -622,7 +641,7 @@ impl PieceCache {
     fn prefetch(&self, k: &PieceKey) {
         let s = self.set(k);
         for w in 0..WAYS {
-            crate::mem::prefetch(&self.slots[s + w]);
+            crate::mem::prefetch(&self.slots()[s + w]);
         }
     }
 
@@ -632,7 +651,7 @@ impl PieceCache {
     fn seems_held(&self, k: &PieceKey) -> bool {
         let s = self.set(k);
         let (lo, hi, meta) = (k.key as u64, (k.key >> 64) as u64, k.meta());
-        self.slots[s..s + WAYS].iter().any(|slot| {
+        self.slots()[s..s + WAYS].iter().any(|slot| {
             let w = &slot.0;
             w[7].load(Ordering::Relaxed) & META_KEY == meta && w[1].load(Ordering::Relaxed) == lo && w[2].load(Ordering::Relaxed) == hi
         })
@@ -645,7 +664,7 @@ impl PieceCache {
         let s = self.set(k);
         let (lo, hi, meta) = (k.key as u64, (k.key >> 64) as u64, k.meta());
         for way in 0..WAYS {
-            let w = &self.slots[s + way].0;
+            let w = &self.slots()[s + way].0;
             let seq = w[0].load(Ordering::Acquire);
             let m = w[7].load(Ordering::Relaxed);
             let (k0, k1) = (w[1].load(Ordering::Relaxed), w[2].load(Ordering::Relaxed));
@@ -673,7 +692,7 @@ impl PieceCache {
     /// Takes slot `i` for writing if no writer holds it: its even sequence number before.
     #[inline]
     fn lock(&self, i: usize, expect: Option<u64>) -> Option<u64> {
-        let seq = &self.slots[i].0[0];
+        let seq = &self.slots()[i].0[0];
         let s = expect.unwrap_or_else(|| seq.load(Ordering::Relaxed));
         if s & 1 != 0 {
             return None;
@@ -684,18 +703,18 @@ impl PieceCache {
     /// Releases slot `i` taken at sequence number `s`.
     #[inline]
     fn unlock(&self, i: usize, s: u64) {
-        self.slots[i].0[0].store(s + 2, Ordering::Release);
+        self.slots()[i].0[0].store(s + 2, Ordering::Release);
     }
 
     /// Words 1..8 of slot `i` (held by this writer).
     fn load_words(&self, i: usize) -> [u64; 7] {
-        let w = &self.slots[i].0;
+        let w = &self.slots()[i].0;
         std::array::from_fn(|k| w[k + 1].load(Ordering::Relaxed))
     }
 
     /// Writes words 1..8 of slot `i` (held by this writer, after the release fence).
     fn store_words(&self, i: usize, words: &[u64; 7]) {
-        let w = &self.slots[i].0;
+        let w = &self.slots()[i].0;
         for (k, &x) in words.iter().enumerate() {
             w[k + 1].store(x, Ordering::Relaxed);
             #[cfg(test)]
@@ -2140,11 +2159,11 @@ pub(crate) mod tests {
         let small = PieceCache::new();
         CACHE_LIVE.fetch_sub(CACHE_BUDGET, Ordering::Relaxed);
         assert!(!small.full);
-        assert_eq!(small.slots.len(), 1 << SMALL_CACHE_BITS);
+        assert_eq!(small.slots().len(), 1 << SMALL_CACHE_BITS);
         let big = PieceCache::new();
-        assert_eq!(big.slots.len(), 1 << CACHE_BITS);
+        assert_eq!(big.slots().len(), 1 << CACHE_BITS);
         let live = CACHE_LIVE.load(Ordering::Relaxed);
-        assert!(big.full && live >= big.slots.len() * 64);
+        assert!(big.full && live >= big.slots().len() * 64);
         let mut rng = Rng(0x0BAD_5EED_1234_5678);
         for round in 0..8 {
             let (toks, pieces) = cache_vocab(&mut rng);

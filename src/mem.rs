@@ -189,6 +189,13 @@ impl<T: Copy> HugeBuf<T> {
         }
     }
 
+    /// The values' pointer and count, without making a reference to them: for a buffer whose
+    /// values are read and written through other types (e.g. atomics of the same layout), where
+    /// a `&[T]` would wrongly assert that nothing changes them.
+    pub fn raw_parts(&self) -> (*mut T, usize) {
+        (self.ptr.as_ptr(), self.len)
+    }
+
     /// Bytes allocated.
     pub fn bytes(&self) -> usize {
         if self.mapped != 0 {
