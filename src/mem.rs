@@ -97,10 +97,18 @@ impl<T: Copy> HugeBuf<T> {
         self.cap
     }
 
-    /// Appends `n` copies of `value`. Panics past the capacity.
+    /// Appends `n` copies of `value`. Past the capacity the values move to a new buffer of at
+    /// least twice the room (a copy, as a `Vec` would make): the capacity is a reservation
+    /// sized from an estimate, never a limit.
     pub fn grow(&mut self, n: usize, value: T) {
         let new_len = self.len.checked_add(n).expect("HugeBuf length overflows");
-        assert!(new_len <= self.cap, "HugeBuf grown past its capacity ({new_len} > {})", self.cap);
+        if new_len > self.cap {
+            let mut bigger = Self::uninit(new_len.max(self.cap.saturating_mul(2)));
+            // SAFETY: both allocations hold at least `self.len` values and do not overlap.
+            unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr(), bigger.ptr.as_ptr(), self.len) };
+            bigger.len = self.len;
+            *self = bigger;
+        }
         for i in self.len..new_len {
             // SAFETY: i < cap, inside the allocation; T is Copy (no drop of the old bytes).
             unsafe { self.ptr.as_ptr().add(i).write(value) };
@@ -292,6 +300,20 @@ mod tests {
         }
         let p = HugeBuf::filled(3, (1u64, 2u8));
         assert_eq!(&p[..], &[(1, 2); 3]);
+        // Grown past its capacity: the values move, in order, to a larger buffer.
+        for cap in [0usize, 1, 7, HUGE_PAGE / 8 + 3] {
+            let mut b = HugeBuf::with_capacity(cap);
+            let mut want = Vec::new();
+            for k in 0..5u64 {
+                let n = cap / 2 + 3;
+                b.grow(n, k);
+                want.resize(want.len() + n, k);
+                assert_eq!(&b[..], &want[..], "cap {cap}");
+                assert!(b.capacity() >= b.len());
+            }
+            b.trim();
+            assert_eq!(&b[..], &want[..], "cap {cap}");
+        }
         // Grown in place, then trimmed: the values stay, the start stays aligned, and the
         // capacity left is what the rounding keeps.
         for (cap, steps) in [(0usize, 0usize), (10, 3), (HUGE_PAGE / 8 * 5 + 7, 40), ((TAIL_ROUNDED / 8) * 2, 70)] {
