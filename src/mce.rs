@@ -1954,33 +1954,8 @@ pub(crate) mod tests {
         // PIECE_MAX, at small and large D (runs of "a" where "a" and "aa" give paths with the
         // same costs in another order: floating-point near-ties), partial UTF-8, invalid bytes.
         let mut rng = Rng(0x5851F42D4C957F2D);
-        let atoms: &[&str] = &["a", "b", "aa", "ab", "ba", "1", " ", "é", "\u{301}", "中", "-", "x"];
-        let seps: &[&str] = &["x", " ", "-", "1", "\u{301}", "中", "\u{ff}"];
         for round in 0..24 {
-            let mut toks: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
-            let mut seen: std::collections::HashSet<Vec<u8>> = toks.iter().map(|t| t.1.clone()).collect();
-            for (k, t) in [&b"a-"[..], b"aa", b"aaa", b"ab", b" a", b"ba"].into_iter().enumerate() {
-                // "a-" always: after a letter it is a partial crossing, after a space whole.
-                if (k == 0 || rng.below(4) != 0) && seen.insert(t.to_vec()) {
-                    let id = toks.len() as u32;
-                    toks.push((id, t.to_vec()));
-                }
-            }
-            for _ in 0..10 + rng.below(40) {
-                let mut t = Vec::new();
-                for _ in 0..1 + rng.below(3) {
-                    t.extend_from_slice(atoms[rng.below(atoms.len() - 1)].as_bytes()); // never "x"
-                }
-                if rng.below(6) == 0 && t.len() > 1 {
-                    t.truncate(t.len() - 1);
-                }
-                if seen.insert(t.clone()) {
-                    let id = 256 + rng.below(3) as u32 * 1000 + toks.len() as u32;
-                    if !toks.iter().any(|e| e.0 == id) {
-                        toks.push((id, t));
-                    }
-                }
-            }
+            let (toks, pieces) = cache_vocab(&mut rng);
             let opts = [(0.05, true), (0.0, true), (0.3, false), (f64::INFINITY, true)];
             let (lam, eps) = opts[round % 4];
             let opt = Options { algorithm: Algorithm::Mce, boundary_penalty: lam, token_preference: eps };
@@ -1990,30 +1965,9 @@ pub(crate) mod tests {
             let third = enc.with_options(Options { boundary_penalty: 0.1, ..opt });
             let fourth = enc.with_options(Options { token_preference: !eps, ..opt });
             let mut scratch = Scratch::default();
-            // A few short pieces, reused all over the texts.
-            let pieces: Vec<Vec<u8>> = (0..6)
-                .map(|k| {
-                    let mut v = Vec::new();
-                    let n_atoms = if k == 5 { 12 } else { 1 + rng.below(4) };
-                    for _ in 0..n_atoms {
-                        v.extend_from_slice(atoms[rng.below(atoms.len())].as_bytes());
-                    }
-                    v
-                })
-                .collect();
             for t in 0..12 {
-                let mut text = Vec::new();
                 let size = if t % 4 == 3 { 6000 } else { 1 + rng.below(300) };
-                while text.len() < size {
-                    match rng.below(11) {
-                        0 => text.extend_from_slice(&b"a".repeat(1 + rng.below(5))),
-                        10 => text.extend_from_slice([&b"xa-x"[..], b"\xffa-x", b"xa-\xff", b"\xffa-\xff"][rng.below(4)]),
-                        1 => text.push(0xE4), // partial UTF-8
-                        2 => text.extend_from_slice(atoms[rng.below(atoms.len())].as_bytes()),
-                        3 | 4 => text.extend_from_slice(seps[rng.below(seps.len())].as_bytes()),
-                        _ => text.extend_from_slice(&pieces[rng.below(pieces.len())]),
-                    }
-                }
+                let text = cache_text(&mut rng, &pieces, size);
                 let order: &[&Encoder] =
                     if t % 2 == 0 { &[&enc, &enc, &other, &enc] } else { &[&enc, &third, &other, &fourth, &other, &enc] };
                 for e in order {
@@ -2033,14 +1987,18 @@ pub(crate) mod tests {
         assert!(w.iter().all(|&c| c > 0), "{w:?}");
     }
 
-    /// A vocabulary for the piece-cache tests (as in `piece_cache_matches_reference`): a few
-    /// letters, marks and digits, some byte pairs inside no token; and a few short pieces made
-    /// of the same atoms, to be reused all over the texts.
+    /// The atoms of the piece-cache tests' tokens, pieces and texts (`cache_vocab`, `cache_text`).
+    const CACHE_ATOMS: &[&str] = &["a", "b", "aa", "ab", "ba", "1", " ", "é", "\u{301}", "中", "-", "x"];
+
+    /// A vocabulary for the piece-cache tests (`piece_cache_matches_reference` and the
+    /// shared-cache tests): a few letters, marks and digits, some byte pairs inside no token;
+    /// and a few short pieces made of the same atoms, to be reused all over the texts.
     fn cache_vocab(rng: &mut Rng) -> (Vec<(u32, Vec<u8>)>, Vec<Vec<u8>>) {
-        let atoms: &[&str] = &["a", "b", "aa", "ab", "ba", "1", " ", "é", "\u{301}", "中", "-", "x"];
+        let atoms = CACHE_ATOMS;
         let mut toks: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
         let mut seen: std::collections::HashSet<Vec<u8>> = toks.iter().map(|t| t.1.clone()).collect();
         for (k, t) in [&b"a-"[..], b"aa", b"aaa", b"ab", b" a", b"ba"].into_iter().enumerate() {
+            // "a-" always: after a letter it is a partial crossing, after a space whole.
             if (k == 0 || rng.below(4) != 0) && seen.insert(t.to_vec()) {
                 let id = toks.len() as u32;
                 toks.push((id, t.to_vec()));
@@ -2076,14 +2034,14 @@ pub(crate) mod tests {
     /// A text of about `size` bytes for the piece-cache tests: the pieces of `cache_vocab`
     /// between separators (cuts), runs of "a", partial UTF-8, "a-" in two unit contexts.
     fn cache_text(rng: &mut Rng, pieces: &[Vec<u8>], size: usize) -> Vec<u8> {
-        let atoms: &[&str] = &["a", "b", "aa", "ab", "ba", "1", " ", "é", "\u{301}", "中", "-", "x"];
+        let atoms = CACHE_ATOMS;
         let seps: &[&str] = &["x", " ", "-", "1", "\u{301}", "中", "\u{ff}"];
         let mut text = Vec::new();
         while text.len() < size {
             match rng.below(11) {
                 0 => text.extend_from_slice(&b"a".repeat(1 + rng.below(5))),
                 10 => text.extend_from_slice([&b"xa-x"[..], b"\xffa-x", b"xa-\xff", b"\xffa-\xff"][rng.below(4)]),
-                1 => text.push(0xE4),
+                1 => text.push(0xE4), // partial UTF-8
                 2 => text.extend_from_slice(atoms[rng.below(atoms.len())].as_bytes()),
                 3 | 4 => text.extend_from_slice(seps[rng.below(seps.len())].as_bytes()),
                 _ => text.extend_from_slice(&pieces[rng.below(pieces.len())]),
