@@ -220,6 +220,12 @@ pub struct Trainer {
     prefixes: usize,
 }
 
+/// The raw vocabulary's tokens of 2 to 4 bytes: those that can be one multi-byte character or
+/// the prefix of one (what `Trainer::add_covered` looks characters and prefixes up in).
+fn multibyte_lengths(counts: &[(Vec<u8>, u64)]) -> std::collections::HashSet<&[u8]> {
+    counts.iter().filter(|(t, _)| (2..=4).contains(&t.len())).map(|(t, _)| t.as_slice()).collect()
+}
+
 impl Trainer {
     /// Checks the configuration (nothing is read or written yet).
     pub fn new(config: TrainConfig) -> Result<Self, Error> {
@@ -289,8 +295,7 @@ impl Trainer {
     /// still lacks (`refine` module documentation, step 6).
     fn add_covered(&mut self, counts: &mut Vec<(Vec<u8>, u64)>, chars: &[(Vec<u8>, u64)]) {
         if !self.covered.is_empty() {
-            let have: std::collections::HashSet<&[u8]> =
-                counts.iter().filter(|(t, _)| (2..=4).contains(&t.len())).map(|(t, _)| t.as_slice()).collect();
+            let have = multibyte_lengths(counts);
             let missing: Vec<(Vec<u8>, u64)> = chars
                 .iter()
                 .filter(|(t, _)| self.covered.contains(t) && !have.contains(t.as_slice()))
@@ -300,8 +305,7 @@ impl Trainer {
             counts.extend(missing);
         }
         if self.config.selection.fallback_prefixes() {
-            let have: std::collections::HashSet<&[u8]> =
-                counts.iter().filter(|(t, _)| (2..=4).contains(&t.len())).map(|(t, _)| t.as_slice()).collect();
+            let have = multibyte_lengths(counts);
             let prefixes = refine::fallback_prefixes(chars, &have);
             self.prefixes = prefixes.len();
             counts.extend(prefixes);
