@@ -527,6 +527,14 @@ pub(crate) struct CacheStats {
     pub promoted: AtomicU64,
 }
 
+#[cfg(any(test, feature = "cache-stats"))]
+impl CacheStats {
+    /// The counts now: hits, misses, busy, torn, lost, inserts, promoted.
+    pub fn counts(&self) -> [u64; 7] {
+        [&self.hits, &self.misses, &self.busy, &self.torn, &self.lost, &self.inserts, &self.promoted].map(|c| c.load(Ordering::Relaxed))
+    }
+}
+
 /// A two-way set-associative cache of solved short pieces, owned by one encoder and shared by
 /// every thread encoding with it (least recently used replacement: a hit in the second slot
 /// moves to the first, a new entry goes first).
@@ -724,8 +732,8 @@ impl PieceCache {
         }
     }
 
-    /// Takes both slots of the set starting at `s` (the first at `first`, if given: the
-    /// sequence number it was read at), or neither.
+    /// Takes both slots of the set starting at `s` (the second only at sequence number
+    /// `second`, if given: the one it was read at), or neither.
     fn lock_set(&self, s: usize, second: Option<u64>) -> Option<[u64; WAYS]> {
         let a = self.lock(s, None)?;
         match self.lock(s + 1, second) {
@@ -830,8 +838,9 @@ pub struct Scratch {
     runs: crate::runs::RunScratch,
 }
 
-/// Runs `f` with this thread's scratch buffers, which persist across calls; a fresh set when they are already in use (a nested call). Buffers that grew beyond
-/// 4 MiB of input are freed afterwards.
+/// Runs `f` with this thread's scratch buffers, which persist across calls; a fresh set when
+/// they are already in use (a nested call). Buffers that grew beyond 4 MiB of input are freed
+/// afterwards.
 pub fn with_thread_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
     thread_local! {
         static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
@@ -1026,8 +1035,7 @@ impl Encoder {
     /// made.
     #[cfg(feature = "cache-stats")]
     pub fn piece_cache_stats(&self) -> Option<[u64; 7]> {
-        let st = &self.cache.get()?.stats;
-        Some([&st.hits, &st.misses, &st.busy, &st.torn, &st.lost, &st.inserts, &st.promoted].map(|c| c.load(Ordering::Relaxed)))
+        Some(self.cache.get()?.stats.counts())
     }
 
     /// The piece cache of this encoder (made on first use).
@@ -1892,7 +1900,6 @@ pub(crate) mod tests {
         let other = enc.with_options(Options { boundary_penalty: 0.3, ..opt });
         let mut rng = Rng(0x1a2b_3c4d);
         let mut scratch = Scratch::default();
-        let mut fresh = Some(enc.with_options(Options { boundary_penalty: 0.2, ..opt }));
         let long = |rng: &mut Rng, k: usize| -> Vec<u8> {
             let abc: &[u8] = if k % 2 == 0 { b"ab" } else { b"cd" };
             (0..PIECE_MAX + 1 + rng.below(40)).map(|_| abc[rng.below(2)]).collect()
@@ -1914,7 +1921,8 @@ pub(crate) mod tests {
             assert!(e.cache.get().is_some(), "round {round}: short pieces, so a cache");
             // Long pieces only: no cache is made.
             let only_long: Vec<u8> = (0..1 + rng.below(3 * PIECE_BATCH)).flat_map(|k| long(&mut rng, k)).collect();
-            let f = fresh.take().unwrap_or_else(|| enc.with_options(Options { boundary_penalty: 0.1 * round as f64, ..opt }));
+            // A new encoder each round, so it has no cache yet.
+            let f = enc.with_options(Options { boundary_penalty: 0.1 * round as f64, ..opt });
             let mut got = Vec::new();
             f.encode_into(&only_long, &mut scratch, &mut got);
             assert_eq!(got, reference(&toks, &only_long, f.options()), "round {round}, long only");
@@ -2097,9 +2105,8 @@ pub(crate) mod tests {
                     });
                 }
             });
-            let st = &cache.stats;
-            for (a, c) in total.iter_mut().zip([&st.hits, &st.misses, &st.busy, &st.torn, &st.lost, &st.inserts, &st.promoted]) {
-                *a += c.load(Ordering::Relaxed);
+            for (a, c) in total.iter_mut().zip(cache.stats.counts()) {
+                *a += c;
             }
             round += 1;
             if round >= 4 && total.iter().all(|&c| c > 0) {
