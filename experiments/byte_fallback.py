@@ -164,8 +164,8 @@ def trained(name: str, bld: Dict[str, Optional[str]]):
 # --- segmentation ---------------------------------------------------------------------------------
 
 def bpe_token_bytes(tok) -> Dict[int, bytes]:
-    from cnfmce.formats import bytes_to_unicode
-    dec = {c: b for b, c in bytes_to_unicode().items()}
+    from cnfmce.formats import unicode_to_bytes
+    dec = unicode_to_bytes()
     return {i: bytes(dec[c] for c in s) for s, i in tok.get_vocab().items()}
 
 

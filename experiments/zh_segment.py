@@ -18,12 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common as C  # noqa: E402
 import zh_sources as Z  # noqa: E402
-
-
-def byte_decoder():
-    """Inverse of the byte-level BPE alphabet (``cnfmce.formats.bytes_to_unicode``)."""
-    from cnfmce.formats import bytes_to_unicode
-    return {c: b for b, c in bytes_to_unicode().items()}
+from cnfmce.formats import unicode_to_bytes  # noqa: E402
 
 
 def is_han(ch):
@@ -58,7 +53,7 @@ def seg_cnf(tok, texts):
 
 
 def seg_bpe(tok, texts):
-    dec = byte_decoder()
+    dec = unicode_to_bytes()
     vocab = {i: bytes(dec[c] for c in s) for s, i in tok.get_vocab().items()}
     return [[vocab[i] for i in e.ids] for e in tok.encode_batch(texts, add_special_tokens=False)]
 
@@ -155,7 +150,7 @@ def main():
         res["missing_top"] = miss[: a.top]
         cu = Counter(t for d in sc for t in d)
         bpe_vocab = set(bt.get_vocab().keys())
-        dec = byte_decoder()
+        dec = unicode_to_bytes()
         bpe_vocab = {bytes(dec[c] for c in s) for s in bpe_vocab}
         res["cnf_only_top"] = [{"token": t.decode("utf-8", "backslashreplace"), "cnf_uses": n,
                                 "class": klass(t)} for t, n in cu.most_common() if t not in bpe_vocab][: a.top]

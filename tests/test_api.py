@@ -13,7 +13,7 @@ import sys
 import pytest
 
 import cnfmce
-from cnfmce.formats import bytes_to_unicode
+from cnfmce.formats import bytes_to_unicode, unicode_to_bytes
 
 import reference as ref
 
@@ -319,7 +319,7 @@ def test_from_tiktoken_gzip(tmp_path):
 
 def test_from_hf_qwen(qwen, shared_dir):
     doc = json.loads(gzip.decompress((shared_dir / "vocabs" / "qwen3.5.tokenizer.json.gz").read_bytes()))
-    inverse = {c: b for b, c in bytes_to_unicode().items()}
+    inverse = unicode_to_bytes()
     vocab = doc["model"]["vocab"]
     for s, i in list(vocab.items())[::7919]:
         assert qwen.id_to_token(i) == bytes(inverse[c] for c in s)

@@ -248,8 +248,8 @@ class HFEncoder(Encoder):
             i: t.content.encode("utf-8") for i, t in tokenizer.get_added_tokens_decoder().items()}
         self._inverse: Optional[Dict[str, int]] = None
         if self.byte_level:
-            from .formats import bytes_to_unicode
-            self._inverse = {c: b for b, c in bytes_to_unicode().items()}
+            from .formats import unicode_to_bytes
+            self._inverse = unicode_to_bytes()
 
     def encode(self, text: str) -> List[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids

@@ -51,7 +51,7 @@ from .errors import TokenizerFileError, load_json
 
 __all__ = [
     "FORMAT_NAME", "FORMAT_VERSION", "PACK_ABOVE", "PackedTokens", "read_bytes", "write_bytes_atomic", "parse_tiktoken",
-    "parse_hf", "parse_native", "parse_native_bytes", "dump_native", "bytes_to_unicode",
+    "parse_hf", "parse_native", "parse_native_bytes", "dump_native", "bytes_to_unicode", "unicode_to_bytes",
     "tokenizer_file_kind", "TOKENIZER_FILE_KINDS", "inflate_limit", "MAX_INFLATED_BYTES",
     "COUNTS_MAGIC", "parse_counts", "dump_counts",
 ]
@@ -250,6 +250,11 @@ def bytes_to_unicode() -> Dict[int, str]:
     return {b: chr(c) for b, c in zip(bs, cs)}
 
 
+def unicode_to_bytes() -> Dict[str, int]:
+    """The inverse of :func:`bytes_to_unicode`: each alphabet character to its byte."""
+    return {c: b for b, c in bytes_to_unicode().items()}
+
+
 def parse_hf(path: "os.PathLike[str] | str") -> Tuple[List[int], List[bytes], Dict[str, int]]:
     """Parses a byte-level BPE ``tokenizer.json``: ``model.vocab`` gives the regular tokens (GPT-2
     byte alphabet); ``added_tokens`` marked special become special tokens, other added tokens
@@ -282,7 +287,7 @@ def parse_hf(path: "os.PathLike[str] | str") -> Tuple[List[int], List[bytes], Di
     # DeepSeek's files: they are special tokens, not vocabulary entries.
     raw_specials = {(a.get("content"), a.get("id")) for a in added
                     if isinstance(a, dict) and a.get("special")}
-    inverse = {c: b for b, c in bytes_to_unicode().items()}
+    inverse = unicode_to_bytes()
     by_id: Dict[int, bytes] = {}
     for s, i in vocab.items():
         if not isinstance(s, str) or not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < MAX_ID:
