@@ -452,7 +452,95 @@ def render(res: Dict[str, Any], md: Path) -> None:
                   "characters below the BPE under *after*):", "",
                   C.md_table(["language", "train chars"] + [f"in-domain {c}" for c in names]
                              + [f"held-out {c}" for c in names], rows), ""]
+    L += counts_check_md(res)
     md.write_text("\n".join(L))
+
+
+def counts_check_md(res: Dict[str, Any]) -> List[str]:
+    """The page's section of ``--counts-check``."""
+    cc = res.get("counts_check") or {}
+    sizes = [k for k in cc if not k.startswith("_")]
+    if not sizes:
+        return []
+    st = cc["_stamp"]
+    L = ["## cnfmce.train against train_from_counts over cut counts", "",
+         "The byte_fallback pages ([byte_fallback.md](byte_fallback.md), [_128k](byte_fallback_128k.md), "
+         "[_250k](byte_fallback_250k.md)) train with `cnfmce.train_from_counts` from counts cut to the best "
+         "max(2,000,000, 20 x k) candidates, this page with `cnfmce.train`. Character coverage and the fallback "
+         "prefixes (src/refine.rs steps 1 and 6) read the characters' counts: `cnfmce.train` has the exact count of "
+         "every character it counted (kept beside the cut), `train_from_counts` only the characters of the counts it "
+         "is given. `python experiments/generalisation.py --counts-check " + " ".join(sizes) + "` "
+         f"({st['date']}, {(st.get('cpu') or '').replace('(R)', '').replace(' Processor', '')}, HEAD `{st['commit']}`, "
+         f"core {core_label(res, st.get('core'))}) trains *nonascii* with `train_from_counts` from those counts "
+         "(*cut*: the byte_fallback pages' *nonascii-now*) and from the same counts with every non-ASCII character of "
+         "the training text added with its number of occurrences (*cut + chars*; counted by a scan of the text, which "
+         "gives every character already in the counts its count there, column *same count*), and compares both with "
+         "this page's `cnfmce.train` *nonascii* of the same core, token by token.", ""]
+    rows = []
+    for size in sizes:
+        r = cc[size]
+        ref = r["reference"]
+        for name, lab in (("cut", "cut"), ("cut_chars", "cut + chars")):
+            v = r[name]
+            d = v["vs_reference"]
+            rows.append([size if name == "cut" else "", lab, f"{r['candidates'] + (r['chars_counted'] - r['chars_in_cut'] if name == 'cut_chars' else 0):,}",
+                         f"{r['chars_in_cut'] if name == 'cut' else r['chars_counted']:,} of {r['chars_counted']:,}",
+                         f"{r['chars_in_cut_same_count']:,} of {r['chars_in_cut']:,}" if name == "cut" else "",
+                         f"{v['covered_characters']:,} ({v['covered_beyond_cut']:,})", f"{v['fallback_prefixes']:,}",
+                         "identical (same tokens, same ids)" if d["identical"] else
+                         f"{d['only_a']:,} tokens differ ({d['only_b_chars']:,} of its characters missing)"])
+        rows.append(["", "`cnfmce.train`", "", "", "", f"{ref['covered_characters']:,} ({ref['covered_beyond_cut']:,})",
+                     f"{ref['fallback_prefixes']:,}", ""])
+    L += [C.md_table(["k", "counts", "candidates", "characters in them", "same count", "covered (beyond the cut)",
+                      "fallback prefixes", "against `cnfmce.train`"], rows, "llrrrrrl"), ""]
+    rows = []
+    for size in sizes:
+        run = res["runs"].get(f"mix-{size}", {})
+        ev = run.get("eval", {})
+        v = cc[size]["cut"]
+        if "eval" not in v or "nonascii" not in ev:
+            continue
+        b = ev["bpe"]
+        for lab, e in (("cut (`train_from_counts`)", v["eval"]), ("`cnfmce.train`", ev["nonascii"])):
+            rows.append([size if e is v["eval"] else "", lab]
+                        + [f"{C.pct(_g(e['indomain'][c]['cpt'], b['indomain'][c]['cpt']), 2, True)} / "
+                           f"{C.pct(_g(e['heldout'][c]['cpt'], b['heldout'][c]['cpt']), 2, True)}" for c in C.CATEGORIES])
+    if rows:
+        L += ["Gain over the same-data BPE of *nonascii* trained both ways (in-domain / held-out-by-package):", "",
+              C.md_table(["k", "training"] + C.CATEGORIES, rows, "ll" + "r" * len(C.CATEGORIES)), ""]
+    # the same comparison before step 6, from the records: byte_fallback's *nonascii* (cut counts, the
+    # build of its session's start) against this page's earlier-core *nonascii* (cnfmce.train)
+    rows = []
+    for size in sizes:
+        try:
+            bf = json.loads((C.RESULTS / f"byte_fallback{'' if size == '32k' else '_' + size}.json").read_text())
+            bv, bb = bf["variants"]["nonascii"], bf["bpe"]["eval"]
+        except (OSError, ValueError, KeyError):
+            continue
+        run = res["runs"].get(f"mix-{size}", {})
+        pvs = [pv for pv in previous_list(run).get("nonascii", []) if CORE_NOTES.get(pv["core"][:10]) == "before step 6"]
+        if not pvs:
+            continue
+        pv, b = pvs[-1], run["eval"]["bpe"]
+        for lab, e, bpe, cov in ((f"cut: byte_fallback page's *nonascii* ({bv['doc']})", bv["eval"], bb,
+                                  bv["train"].get("covered_characters")),
+                                 (f"`cnfmce.train`: this page's *nonascii*, core `{pv['core'][:10]}`", pv["eval"], b,
+                                  pv["train"].get("covered_characters"))):
+            rows.append([size if e is bv["eval"] else "", lab, f"{cov or 0:,}"]
+                        + [f"{C.pct(_g(e['indomain'][c]['cpt'], bpe['indomain'][c]['cpt']), 2, True)} / "
+                           f"{C.pct(_g(e['heldout'][c]['cpt'], bpe['heldout'][c]['cpt']), 2, True)}" for c in C.CATEGORIES])
+    if rows:
+        L += ["Before step 6 (no fallback prefixes; from the earlier records, not retrained): the byte_fallback pages' "
+              "*nonascii* (cut counts) against this page's *nonascii* of the core before step 6 (`cnfmce.train`), gain "
+              "over the same-data BPE (in-domain / held-out-by-package) and covered characters:", "",
+              C.md_table(["k", "training", "covered"] + C.CATEGORIES, rows, "llr" + "r" * len(C.CATEGORIES)), ""]
+    same = [s_ for s_ in sizes if cc[s_]["cut_chars"]["vs_reference"]["identical"]]
+    if same:
+        L += [f"So at {', '.join(same)} the difference between the two trainings is the character counts alone: given "
+              "every character's exact count, `train_from_counts` makes `cnfmce.train`'s vocabulary token for token. "
+              "The cut counts lack the rarer characters, so coverage ranks fewer of them (at 32k its cap of k / 16 binds "
+              "either way) and fewer characters get fallback prefixes.", ""]
+    return L
 
 
 # --- cnfmce.train against train_from_counts over cut counts (--counts-check) ---------------------
