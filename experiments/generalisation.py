@@ -327,10 +327,10 @@ def render(res: Dict[str, Any], md: Path) -> None:
           "Gains are in characters per token over "
           "the same-data byte-level BPE (HF `tokenizers`, GPT-4 split) of the same size; **bold** where the "
           "issue's target is missed by *after*.", "",
-          f"**This run trained {trained_cfgs}** (core {core_label(res, res.get('core'))}) for the runs it lists as "
-          "*this run* below; every other column is kept from an earlier run of this script, and each run's table "
-          "*Columns* names the core (src/ tree) that trained it, when and on which machine. Token counts do not "
-          "depend on the machine; training times do.", "",
+          f"**This run made {trained_cfgs}** with core {core_label(res, res.get('core'))} (trained, or the cached "
+          "tokenizer of the same core reused) for the runs whose table *Columns* says *this run*; every other column "
+          "is kept from an earlier run of this script, and *Columns* names the core (src/ tree) that trained each, "
+          "when and on which machine. Token counts do not depend on the machine; training times do.", "",
           C.load_line(res, "runs (this run's trainings only)"), ""]
     for key, r in res["runs"].items():
         corpus, size = key.split("-")

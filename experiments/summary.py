@@ -200,8 +200,31 @@ each vocabulary, every vocabulary's ids per script against the BPE's, and where 
 [frontier.md](frontier.md): what the missed zh and multi targets cost in ids, measured by moving ids
 between scripts in the trained vocabularies (which donors cost least: ASCII tokens, not letterless
 ones), the measurement behind `selection="refined-non-ascii"` (`python experiments/frontier.py`);
+[zh_sources.md](zh_sources.md): budget or method? CNF and the BPE trained on Chinese alone, per
+source package of the in-domain zh test set (`python experiments/zh_sources.py --size N`,
+`python experiments/zh_segment.py`);
 [thresholds.md](thresholds.md): counting thresholds of rounds 2 and 3 around the paper's 80
 (`python experiments/thresholds.py`).
+[script_tokens.md](script_tokens.md): CNF's Han, Cyrillic, Greek and Hangul tokens against the
+same-data BPE's at 32k and 128k (by length, usage in-domain and held-out-by-package) and, for the
+BPE tokens CNF lacks that would save the most, why it lacks them: outside the raw vocabulary's
+count cut, or in it but cut by the selection (`python experiments/script_tokens.py`);
+[byte_fallback.md](byte_fallback.md): the characters each vocabulary spells with byte pieces at 32k
+(per script and language, in-domain and held-out-by-package), why *refined* lacks them, and the
+trials: covering every character of the raw vocabulary, priority for a Han character with its
+punctuation, and the *fallback prefixes* (src/refine.rs step 6, kept in `selection="refined-non-ascii"`;
+`python experiments/byte_fallback.py`, `BF_SIZE=128000` / `250000` for [byte_fallback_128k.md](byte_fallback_128k.md),
+[byte_fallback_250k.md](byte_fallback_250k.md)).
+generalisation.md's *nonascii* columns are `cnfmce.train` with step 6 (src/ tree `64637bae5d`, retrained
+with `GEN_CONFIGS=nonascii`; every column names the core that trained it), the core before step 6 beside
+them; its *counts check* (`python experiments/generalisation.py --counts-check 32k 128k 250k`) shows why the
+byte_fallback pages' `train_from_counts` screens differ from `cnfmce.train`: their counts, cut to
+max(2M, 20·k) candidates, lack the rare characters that coverage and the fallback prefixes rank (128k:
+6,162 covered characters and 111 prefixes instead of 8,000 and 708; zh +5.8 / +10.4 instead of +6.3 /
++11.7); given every character's exact count, `train_from_counts` makes `cnfmce.train`'s vocabulary token
+for token at 32k, 128k and 250k.
+[raw_rule.md](raw_rule.md): weighting the non-ASCII candidates' counts in the raw vocabulary's cut,
+screened with `train_from_counts` and not kept (`python experiments/raw_rule.py`).
 """
 
 

@@ -86,7 +86,7 @@ def test_page_labels_each_column_with_its_core(tmp_path):
     md = tmp_path / "page.md"
     G.render(res, md)
     page = md.read_text()
-    assert "**This run trained *nonascii*** (core `bbbbbbbbbb` (src/ of `1111111`..`2222222`, 2026-12-02 16:00))" in page
+    assert "**This run made *nonascii*** with core `bbbbbbbbbb` (src/ of `1111111`..`2222222`, 2026-12-02 16:00) (" in page
     assert "| nonascii | this run | `bbbbbbbbbb` (src/ of `1111111`..`2222222`, 2026-12-02 16:00) | 2026-12-02 19:00 UTC, Intel Xeon, HEAD `1bd1799` |" in page
     assert "| after | kept | `aaaaaaaaaa` | an earlier run (date not recorded) |" in page
     assert "| nonascii, core aaaaaaaaaa | kept (earlier core) | `aaaaaaaaaa` | 2026-12-01 20:16 UTC, AMD EPYC, HEAD `ad70d08` |" in page
