@@ -12,9 +12,14 @@ protocol's training text ([protocol.md](protocol.md): all shared training text w
 held-out packages; ``cnfmce.count`` with the default rounds, the best max(2,000,000, 20 x k)
 candidates kept), with ``vocab_size`` = k (32,000; ``BF_SIZE=128000`` writes the page
 ``byte_fallback_128k``) and ``raw_vocab_size`` = 10 x k (the default multiple), each in its own
-process, one at a time; `train_from_counts` over counts that hold more than the raw vocabulary
-gives what `cnfmce.train` gives (checked: *refined* and *nonascii* at 32k equal
-generalisation.md's *after* and *nonascii* to the last digit). Every vocabulary sees the same
+process, one at a time. `train_from_counts` over these counts gives what `cnfmce.train` gives where
+character coverage and the fallback prefixes see the same characters (checked: *refined* and
+*nonascii* before step 6 at 32k equal generalisation.md's *after* and *nonascii* to the last
+digit); at 128k and 250k, and with the fallback prefixes at every size, the cut counts lack rare
+characters that `cnfmce.train` counts exactly, so coverage ranks fewer of them and fewer get
+prefixes, and the figures differ a little from `cnfmce.train`'s (generalisation.md's counts
+check: given every character's exact count, the same vocabulary token for token). Every
+vocabulary sees the same
 counts, so the variants differ by their selection alone. *Trials* are builds of main with one
 constant of src/refine.rs changed (code not kept, described below); they are compared with the
 same-data byte-level BPE (HF `tokenizers`, GPT-4 split) of the same size, on the protocol's
