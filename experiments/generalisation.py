@@ -373,10 +373,10 @@ def render(res: Dict[str, Any], md: Path) -> None:
         for lab, c, pv in prevs:
             crow.append([lab, "kept (earlier core)", core_label(res, pv["core"]), _stamp(pv.get("train", {}))])
         bs = r.get("bpe_source")
-        L += ["Columns (*this run* = trained and evaluated by the run of this page's date; *kept* = from the earlier "
-              "generalisation.json):", "",
+        L += ["Columns (*this run* = made by the run of this page's date: trained, or the cached tokenizer of the same "
+              "core evaluated; *kept* = from the earlier generalisation.json):", "",
               C.md_table(["column", "numbers from", "core (src/ tree) or rule", "trained"], crow, "llll"), "",
-              "BPE: the same-data BPE " + ({"this run": "trained and evaluated by this run",
+              "BPE: the same-data BPE " + ({"this run": "evaluated by this run (trained, or its cached tokenizer)",
                                              None: "evaluated by the run that made this table"}.get(bs, f"evaluation from {bs}"))
               + ".", ""]
         trials = r.get("scripts_trials") or []
