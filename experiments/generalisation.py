@@ -16,6 +16,12 @@ redone keeps its numbers from the earlier ``generalisation.json``, with the core
 date and machine that made them; the page labels every column with its core and says which
 configurations this run trained. A configuration retrained by a different core keeps the earlier
 core's numbers beside it (``previous``: one column each).
+``python experiments/generalisation.py --counts-check [32k 128k 250k]`` trains *nonascii* with
+``cnfmce.train_from_counts`` from byte_fallback.py's cut counts (the shared cache's, as its pages
+do), and from the same counts with every non-ASCII character's exact count added (a scan of the
+training text), and compares both, token by token, with this page's ``cnfmce.train`` *nonascii* of
+the same core (which must have been trained first); the result goes into generalisation.json
+(``counts_check``, kept by later runs) and the page.
 ``python experiments/generalisation.py --import-trial OTHER.json LABEL [CONFIG]`` adds the results
 of CONFIG (default ``after``) of another build's run of this script (e.g. a worktree with a changed
 constant of src/refine.rs) to this page as a trial labelled LABEL, next to this build's.
@@ -496,12 +502,15 @@ def counts_check_md(res: Dict[str, Any]) -> List[str]:
     rows = []
     for size in sizes:
         run = res["runs"].get(f"mix-{size}", {})
-        ev = run.get("eval", {})
         v = cc[size]["cut"]
-        if "eval" not in v or "nonascii" not in ev:
+        # this page's cnfmce.train *nonascii* of the check's core (a later run may have retrained it)
+        same = [e for e, t in [(run.get("eval", {}).get("nonascii"), run.get("train", {}).get("nonascii", {}))]
+                + [(pv["eval"], pv.get("train", {})) for pv in previous_list(run).get("nonascii", [])]
+                if e and t.get("params", {}).get("core") == st.get("core")]
+        if "eval" not in v or not same:
             continue
-        b = ev["bpe"]
-        for lab, e in (("cut (`train_from_counts`)", v["eval"]), ("`cnfmce.train`", ev["nonascii"])):
+        b = run["eval"]["bpe"]
+        for lab, e in (("cut (`train_from_counts`)", v["eval"]), ("`cnfmce.train`", same[0])):
             rows.append([size if e is v["eval"] else "", lab]
                         + [f"{C.pct(_g(e['indomain'][c]['cpt'], b['indomain'][c]['cpt']), 2, True)} / "
                            f"{C.pct(_g(e['heldout'][c]['cpt'], b['heldout'][c]['cpt']), 2, True)}" for c in C.CATEGORIES])
@@ -658,7 +667,7 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         worker(*sys.argv[2:6])
     elif len(sys.argv) > 1 and sys.argv[1] == "--counts-check":
-        counts_check(sys.argv[2:] or ["32k", "128k"])
+        counts_check(sys.argv[2:] or ["32k", "128k", "250k"])
     elif len(sys.argv) > 1 and sys.argv[1] == "--import-trial":
         import_trial(*sys.argv[2:5])
     else:

@@ -101,3 +101,31 @@ def test_page_labels_each_column_with_its_core(tmp_path):
     assert lrow.split(" | ")[1:] == ["5,000,000", "-10.0%", "+20.0%", "+20.0%", "+15.0%", "+5.0%"] * 1 + \
         ["-10.0%", "+20.0%", "+20.0%", "+15.0%", "+5.0% |"]
     assert "nonascii 30 s (1 / 1 / 1 s), 1.50 GB" in page and "[Intel Xeon]" in page
+
+
+def test_counts_check_compares_with_cnfmce_train_of_its_own_core():
+    """After a later run retrains *nonascii* with another core, the counts check (made with the
+    earlier core) is still compared with the earlier core's cnfmce.train numbers."""
+    r = G.merge_run(old_run(), {"nonascii": train_rec(NEW, 30.0)}, NEW, OLD_STAMP, ["nonascii"])
+    r["eval"]["bpe"] = ev(2.0)
+    r["train"]["nonascii"] = train_rec(NEW, 30.0)
+    r["eval"]["nonascii"] = ev(2.5)
+    diff = {"identical": False, "only_a": 3, "only_b": 3, "only_b_chars": 1}
+    same = {"identical": True, "only_a": 0, "only_b": 0, "only_b_chars": 0}
+    check = {"counts": "byte_fallback", "candidates": 10, "chars_counted": 5, "chars_in_cut": 3,
+             "chars_in_cut_same_count": 3,
+             "reference": {"covered_characters": 5, "covered_beyond_cut": 2, "fallback_prefixes": 4},
+             "cut": {"covered_characters": 3, "covered_beyond_cut": 0, "fallback_prefixes": 1, "vs_reference": diff,
+                     "eval": ev(2.1)},
+             "cut_chars": {"covered_characters": 5, "covered_beyond_cut": 2, "fallback_prefixes": 4,
+                           "vs_reference": same}}
+    res = {"runs": {"mix-32k": r}, "cores": {},
+           "counts_check": {"_stamp": {"date": "d", "cpu": "c", "commit": "x", "core": OLD}, "32k": check}}
+    page = "\n".join(G.counts_check_md(res))
+    rows = [line for line in page.splitlines() if line.startswith("|") and "+" in line and "/" in line]
+    # cut +5.00%, and cnfmce.train of the check's core (the earlier nonascii, 2.2) +10.00%, not this run's +25%
+    assert rows[0].split(" | ")[2] == "+5.00% / +5.00%"
+    assert rows[1].split(" | ")[2] == "+10.00% / +10.00%"
+    assert "+25.00%" not in page
+    assert "| 32k | cut | 10 | 3 of 5 | 3 of 3 | 3 (0) | 1 | 3 tokens differ (1 of its characters missing) |" in page
+    assert "identical (same tokens, same ids)" in page and "So at 32k the difference" in page
