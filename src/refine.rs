@@ -54,12 +54,21 @@
 //! 6. *Fallback prefixes* ([`SelectionRule::RefinedNonAscii`] only). A character that has no
 //!    token is spelled by its UTF-8 bytes: 3 tokens for a Han or Hangul character where a
 //!    byte-level BPE, which learns the byte pairs that begin characters, needs 2. So every
-//!    character of 3 or 4 bytes that the raw vocabulary lacks (after step 1) adds to it the prefix
-//!    of its bytes but the last (not valid UTF-8; counted with the summed counts of its
-//!    characters), and the cuts keep those prefixes by their tokens saved like any other token
-//!    (`alt` of a token that is not valid UTF-8 splits it at every byte). A character without a
-//!    token can then cost 2 tokens. MCE is unchanged: a prefix is a token inside one unit
-//!    (`docs/results/byte_fallback.md` measured it).
+//!    character of 3 or 4 bytes among the counted characters adds to the raw vocabulary every
+//!    proper prefix of its bytes of at least 2 bytes (the first 2 bytes of a 3-byte character;
+//!    the first 2 and the first 3 of a 4-byte one; not valid UTF-8), each counted with the summed
+//!    counts of the characters that begin with it, whether the raw vocabulary has those
+//!    characters or not: a character the raw vocabulary has can still be cut by a later step, and
+//!    its prefix then spells it. The cuts keep the prefixes by their tokens saved like any other
+//!    token (`alt` of a token that is not valid UTF-8 splits it at every byte; a prefix no text
+//!    needs yet is unused and ranks among the unused tokens by its count, so it survives a cut
+//!    that has room for it). A character without a token can then cost 2 tokens, a 4-byte one 2
+//!    or 3. There are at most a few thousand such prefixes: at most 1,024 lead byte pairs of
+//!    3-byte characters and 320 of 4-byte ones, and one 3-byte prefix per block of 64 code points
+//!    among the 4-byte characters counted.
+//!    MCE is unchanged: a prefix is a token inside one unit (`docs/results/byte_fallback.md`
+//!    measured the prefixes of the characters the raw vocabulary lacks, and
+//!    `docs/results/script_balance_128k.md` the prefixes of every character, kept).
 //!
 //! The ids of every intermediate and of the final vocabulary are ordered by the usage of the
 //! pass that was just made, most used first, ties by bytes (SPEC section 4's order).
@@ -248,16 +257,20 @@ pub fn covered_characters(counts: &[(Vec<u8>, u64)], k: usize) -> Vec<Vec<u8>> {
 }
 
 /// The fallback prefixes (module documentation, step 6) of the characters `chars` (with their
-/// counts) that are not in `have`: the bytes of each such character of 3 or 4 bytes but the last,
-/// counted with the summed counts of its characters, sorted by bytes.
+/// counts): every proper prefix of at least 2 bytes of each character of 3 or 4 bytes, counted
+/// with the summed counts of the characters that begin with it, but those already in `have` (the
+/// raw vocabulary's tokens: never twice), sorted by bytes.
 pub fn fallback_prefixes(chars: &[(Vec<u8>, u64)], have: &HashSet<&[u8]>) -> Vec<(Vec<u8>, u64)> {
     let mut acc: HashMap<&[u8], u64> = HashMap::new();
     for (t, c) in chars {
-        if t.len() >= 3 && *c > 0 && one_multibyte_char(t) && !have.contains(t.as_slice()) {
-            *acc.entry(&t[..t.len() - 1]).or_default() += c;
+        if t.len() >= 3 && *c > 0 && one_multibyte_char(t) {
+            for n in 2..t.len() {
+                *acc.entry(&t[..n]).or_default() += c;
+            }
         }
     }
-    let mut out: Vec<(Vec<u8>, u64)> = acc.into_iter().map(|(p, c)| (p.to_vec(), c)).collect();
+    let mut out: Vec<(Vec<u8>, u64)> =
+        acc.into_iter().filter(|(p, _)| !have.contains(p)).map(|(p, c)| (p.to_vec(), c)).collect();
     out.sort_unstable();
     out
 }
@@ -445,14 +458,34 @@ mod tests {
     }
 
     #[test]
-    fn prefixes_of_missing_characters() {
+    fn prefixes_of_every_character() {
         let c = |s: &str, n| (s.as_bytes().to_vec(), n);
         // 中 (e4 b8 ad) and 丫 (e4 b8 ab) share a prefix; é has 2 bytes (its prefix would be one
-        // byte: none); 😀 (f0 9f 98 80) gives 3 bytes; 文 is in the raw vocabulary; 字 has count 0
-        let chars = vec![c("中", 5), c("丫", 2), c("é", 9), c("😀", 4), c("文", 7), c("字", 0)];
-        let have: HashSet<&[u8]> = ["文".as_bytes()].into_iter().collect();
+        // byte: none); 😀 (f0 9f 98 80) and 😁 (f0 9f 98 81) give f0 9f 98 and f0 9f, 𠀀 (f0 a0
+        // 80 80) f0 a0 80 and f0 a0; 文 (e6 96 87) is in the raw vocabulary and still gives its
+        // prefix; 字 has count 0; the prefix e5 ad (of 孩, e5 ad a9) is in the raw vocabulary already
+        let chars = vec![
+            c("中", 5),
+            c("丫", 2),
+            c("é", 9),
+            c("😀", 4),
+            c("😁", 1),
+            c("𠀀", 3),
+            c("文", 7),
+            c("字", 0),
+            c("孩", 6),
+        ];
+        let have: HashSet<&[u8]> = ["文".as_bytes(), &[0xe5, 0xad]].into_iter().collect();
         let got = fallback_prefixes(&chars, &have);
-        assert_eq!(got, vec![(vec![0xe4, 0xb8], 7), (vec![0xf0, 0x9f, 0x98], 4)]);
+        let want: Vec<(Vec<u8>, u64)> = vec![
+            (vec![0xe4, 0xb8], 7),
+            (vec![0xe6, 0x96], 7),
+            (vec![0xf0, 0x9f], 5),
+            (vec![0xf0, 0x9f, 0x98], 5),
+            (vec![0xf0, 0xa0], 3),
+            (vec![0xf0, 0xa0, 0x80], 3),
+        ];
+        assert_eq!(got, want);
         assert!(got.iter().all(|(p, _)| std::str::from_utf8(p).is_err()));
         assert!(fallback_prefixes(&chars[2..3], &HashSet::new()).is_empty());
         assert!(SelectionRule::RefinedNonAscii.fallback_prefixes());

@@ -291,8 +291,8 @@ impl Trainer {
 
     /// Adds to the raw vocabulary's counts the covered characters that the `raw_vocab_size` cut
     /// left out, with their counts from `chars` (so the filtering pass and every cut see them).
-    /// Then, when the rule has them, the fallback prefixes of the characters the raw vocabulary
-    /// still lacks (`refine` module documentation, step 6).
+    /// Then, when the rule has them, the fallback prefixes of every character of 3 or 4 bytes
+    /// counted (`refine` module documentation, step 6).
     fn add_covered(&mut self, counts: &mut Vec<(Vec<u8>, u64)>, chars: &[(Vec<u8>, u64)]) {
         if !self.covered.is_empty() {
             let have = multibyte_lengths(counts);

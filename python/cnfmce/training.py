@@ -191,9 +191,10 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
     ratio of the two usages to the power ``cnfmce._core.NON_ASCII_SHARE_EXPONENT`` (step 5);
     on text that is mostly ASCII it gives more ids to Chinese and to every other multi-byte
     script (both measured in ``docs/results/generalisation.md``); it also adds to the raw
-    vocabulary, for the characters of 3 or 4 bytes it lacks, the prefix of their bytes but the
-    last, so that a character without a token can cost 2 tokens instead of its 3 or 4 bytes
-    (step 6, ``docs/results/byte_fallback.md``)."""
+    vocabulary, for every counted character of 3 or 4 bytes, the prefixes of its bytes from 2
+    bytes to all but the last, so that a character without a token can cost 2 tokens instead of
+    its 3 or 4 bytes (step 6, ``docs/results/byte_fallback.md``,
+    ``docs/results/script_balance_128k.md``)."""
     if _backend(backend, backend_options, "train_from_counts") is not None:
         from . import ray as _ray_backend
         return _ray_backend.train_from_counts(counts, inputs, vocab_size, special_tokens, num_threads,
