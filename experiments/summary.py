@@ -225,6 +225,10 @@ max(2M, 20·k) candidates, lack the rare characters that coverage and the fallba
 for token at 32k, 128k and 250k.
 [raw_rule.md](raw_rule.md): weighting the non-ASCII candidates' counts in the raw vocabulary's cut,
 screened with `train_from_counts` and not kept (`python experiments/raw_rule.py`).
+[script_balance_128k.md](script_balance_128k.md) ([32k](script_balance_32k.md),
+[250k](script_balance_250k.md)): balancing the scripts inside step 5's non-ASCII group (not kept: Han
+pays for every gain of the small scripts) and the fallback prefixes of every character, not only of
+those the raw vocabulary lacks (kept in step 6; `BF_SIZE=N python experiments/script_balance.py`).
 """
 
 
