@@ -215,9 +215,10 @@ trials: covering every character of the raw vocabulary, priority for a Han chara
 punctuation, and the *fallback prefixes* (src/refine.rs step 6, kept in `selection="refined-non-ascii"`;
 `python experiments/byte_fallback.py`, `BF_SIZE=128000` / `250000` for [byte_fallback_128k.md](byte_fallback_128k.md),
 [byte_fallback_250k.md](byte_fallback_250k.md)).
-generalisation.md's *nonascii* columns are `cnfmce.train` with step 6 (src/ tree `64637bae5d`, retrained
-with `GEN_CONFIGS=nonascii`; every column names the core that trained it), the core before step 6 beside
-them; its *counts check* (`python experiments/generalisation.py --counts-check 32k 128k 250k`) shows why the
+generalisation.md's *nonascii* columns are `cnfmce.train` with step 6's prefixes of every character (src/
+tree `2091ea9285`, retrained with `GEN_CONFIGS=nonascii`; every column names the core that trained it), the
+first step 6 (prefixes of the missing characters only, `64637bae5d`) and the core before step 6 beside
+them; its *counts check* (made with the first step 6) (`python experiments/generalisation.py --counts-check 32k 128k 250k`) shows why the
 byte_fallback pages' `train_from_counts` screens differ from `cnfmce.train`: their counts, cut to
 max(2M, 20·k) candidates, lack the rare characters that coverage and the fallback prefixes rank (128k:
 6,162 covered characters and 111 prefixes instead of 8,000 and 708; zh +5.8 / +10.4 instead of +6.3 /
