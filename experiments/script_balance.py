@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import byte_fallback as BF  # noqa: E402
 import cnfx as X  # noqa: E402
 import common as C  # noqa: E402
+import frontier as F  # noqa: E402
 import protocol as P  # noqa: E402
 
 SIZE = BF.SIZE
@@ -159,13 +160,6 @@ def run(args: Any) -> Dict[str, Any]:
     return res
 
 
-def langs(res: Dict[str, Any], kind: str) -> List[str]:
-    """multi languages with more than 50,000 training characters and at least 20,000 evaluation
-    characters in the evaluation ``kind``."""
-    return [lang for lang, tc in sorted(res["train_chars"]["multi"].items())
-            if tc > 50_000 and res["bpe"]["eval"][kind]["multi"]["langs"].get(lang, {}).get("chars", 0) >= 20_000]
-
-
 def gain(res, name, kind, cat, lang=None):
     v = res["variants"][name]["eval"][kind][cat]
     b = res["bpe"]["eval"][kind][cat]
@@ -175,11 +169,10 @@ def gain(res, name, kind, cat, lang=None):
 
 
 def below(res, name) -> str:
-    out = []
-    for kind, _ in KINDS:
-        for lang in langs(res, kind):
-            if gain(res, name, kind, "multi", lang) < 0:
-                out.append(f"{lang} ({'in' if kind == 'indomain' else 'held'})")
+    """The multi languages below the BPE (frontier.py's criterion: more than 50,000 training and at
+    least 20,000 evaluation characters), ``el (in)`` / ``ko (held)``."""
+    b = F.langs_below(res["variants"][name]["eval"], res["bpe"]["eval"], res["train_chars"]["multi"])
+    out = [f"{x.split()[0]} ({'in' if kind == 'indomain' else 'held'})" for kind, _ in KINDS for x in b[kind]]
     return ", ".join(out) or "none"
 
 
