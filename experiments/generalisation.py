@@ -122,6 +122,13 @@ def merge_run(o: Dict[str, Any], trained_now: Dict[str, Dict[str, Any]], core: s
     not train (``trained_now``: config -> its train record), with its provenance, and the earlier
     core's result of each configuration this run retrains with a different core."""
     r: Dict[str, Any] = {"train": {}, "eval": {}, "from_selection": {}, "source": {}, "previous": previous_list(o)}
+
+    def kept_train(config: str) -> Dict[str, Any]:
+        """The earlier run's train record of ``config``, stamped with that run when it trained it."""
+        t = dict(o.get("train", {}).get(config, {}))
+        if "run" not in t and config in old_trained:
+            t["run"] = dict(old_stamp)
+        return t
     for config, ev in o.get("eval", {}).items():
         if config == "bpe" or config in trained_now:
             continue
@@ -130,18 +137,12 @@ def merge_run(o: Dict[str, Any], trained_now: Dict[str, Dict[str, Any]], core: s
         if config in o.get("from_selection", {}):
             r["from_selection"][config] = o["from_selection"][config]
         if config in o.get("train", {}):
-            t = dict(o["train"][config])
-            if "run" not in t and config in old_trained:  # trained by the earlier run itself
-                t["run"] = dict(old_stamp)
-            r["train"][config] = t
+            r["train"][config] = kept_train(config)
     for config, info in trained_now.items():
-        ot = o.get("train", {}).get(config, {})
-        o_core = ot.get("params", {}).get("core")
+        o_core = o.get("train", {}).get(config, {}).get("params", {}).get("core")
         if o_core and o_core != core and config in o.get("eval", {}):
-            t = dict(ot)
-            if "run" not in t and config in old_trained:
-                t["run"] = dict(old_stamp)
-            r["previous"].setdefault(config, []).append({"core": o_core, "eval": o["eval"][config], "train": t})
+            r["previous"].setdefault(config, []).append({"core": o_core, "eval": o["eval"][config],
+                                                         "train": kept_train(config)})
     return r
 
 
@@ -294,11 +295,16 @@ def core_label(res: Dict[str, Any], core: Optional[str]) -> str:
     return s
 
 
+def _cpu(name: Optional[str], default: str = "") -> str:
+    """A run stamp's CPU name for the page: ``Intel(R) Xeon(R) Processor`` -> ``Intel Xeon``."""
+    return (name or default).replace("(R)", "").replace(" Processor", "").strip()
+
+
 def _stamp(t: Dict[str, Any]) -> str:
     st = t.get("run") or {}
     if not st.get("date"):
         return "an earlier run (date not recorded)"
-    cpu = (st.get("cpu") or "").replace("(R)", "").replace(" Processor", "").strip()
+    cpu = _cpu(st.get("cpu"))
     return f"{st['date']}" + (f", {cpu}" if cpu else "") + (f", HEAD `{st['commit']}`" if st.get("commit") else "")
 
 
@@ -416,7 +422,7 @@ def render(res: Dict[str, Any], md: Path) -> None:
         trn = r["train"]
 
         def tline(lab: str, t: Dict[str, Any]) -> str:
-            cpu = ((t.get("run") or {}).get("cpu") or "machine not recorded").replace("(R)", "").replace(" Processor", "").strip()
+            cpu = _cpu((t.get("run") or {}).get("cpu"), "machine not recorded")
             return (f"{lab} {t['seconds']:.0f} s ({t['counting_s']:.0f} / {t['filtering_s']:.0f} / "
                     f"{t['refining_s']:.0f} s), {t['peak_rss'] / 1e9:.2f} GB, raw vocabulary {t['raw_vocabulary']:,}"
                     + (f", {len(t['refining'])} refining passes, {t['covered_characters']:,} covered characters"
@@ -476,7 +482,7 @@ def counts_check_md(res: Dict[str, Any]) -> List[str]:
          "prefixes (src/refine.rs steps 1 and 6) read the characters' counts: `cnfmce.train` has the exact count of "
          "every character it counted (kept beside the cut), `train_from_counts` only the characters of the counts it "
          "is given. `python experiments/generalisation.py --counts-check " + " ".join(sizes) + "` "
-         f"({st['date']}, {(st.get('cpu') or '').replace('(R)', '').replace(' Processor', '')}, HEAD `{st['commit']}`, "
+         f"({st['date']}, {_cpu(st.get('cpu'))}, HEAD `{st['commit']}`, "
          f"core {core_label(res, st.get('core'))}) trains *nonascii* with `train_from_counts` from those counts "
          "(*cut*: the byte_fallback pages' *nonascii-now*) and from the same counts with every non-ASCII character of "
          "the training text added with its number of occurrences (*cut + chars*; counted by a scan of the text, which "
