@@ -259,15 +259,39 @@ impl Trainer {
     /// vocabulary is the best `raw_vocab_size` of them (all when it is `None`), ranked by count,
     /// ties by bytes.
     pub fn use_counts(&mut self, counts: Vec<(Vec<u8>, u64)>) -> Result<(), Error> {
+        self.use_counts_and_chars(counts, Vec::new())
+    }
+
+    /// [`Trainer::use_counts`] with the character counts counting kept beside the
+    /// `raw_vocab_size` cut ([`Counter::char_counts`]: each one multi-byte UTF-8 character, at
+    /// most once). The refined selections rank every character of `chars` and of `counts` (a
+    /// character in both has its count in `chars`), so the counts of
+    /// [`Counter::result`] and [`Counter::char_counts`] give what training from the documents
+    /// gives. `chars` never join the raw vocabulary by themselves; the paper's rule ignores them.
+    pub fn use_counts_and_chars(&mut self, counts: Vec<(Vec<u8>, u64)>, chars: Vec<(Vec<u8>, u64)>) -> Result<(), Error> {
         match &self.stage {
             Stage::Counting(c) if c.round() == 0 && self.current.is_none() => {}
             _ => return Err(Error::Value("counts can only be given before the first pass".into())),
         }
+        let mut given: std::collections::BTreeMap<Vec<u8>, u64> = Default::default();
+        for (t, c) in chars {
+            if !refine::one_multibyte_char(&t) {
+                return Err(Error::Value(format!(
+                    "character counts must be single multi-byte UTF-8 characters, got {}",
+                    crate::show_bytes(&t)
+                )));
+            }
+            if given.insert(t.clone(), c).is_some() {
+                return Err(Error::Value(format!("character {} is given twice", crate::show_bytes(&t))));
+            }
+        }
         let mut counts = counts;
         // coverage ranks every character of the counts given, as counting ranks every character
         // it counted, whatever the raw vocabulary's cut
-        let chars: Vec<(Vec<u8>, u64)> =
-            counts.iter().filter(|(t, _)| refine::one_multibyte_char(t)).cloned().collect();
+        for (t, c) in counts.iter().filter(|(t, _)| refine::one_multibyte_char(t)) {
+            given.entry(t.clone()).or_insert(*c);
+        }
+        let chars: Vec<(Vec<u8>, u64)> = given.into_iter().collect();
         self.set_covered(&chars);
         if let Some(l) = self.config.raw_vocab_size.filter(|&l| l < counts.len()) {
             // the raw vocabulary's candidates (Filter::rank's order)
@@ -745,6 +769,56 @@ mod tests {
                 }
             }
             assert_eq!(vocabulary(&t.finish().unwrap().tokenizer), vocabulary(&local), "{split} {parts} {budget} {selection:?}");
+        }
+    }
+
+    /// Counting's raw vocabulary and its character counts give `train`'s vocabulary under every
+    /// selection rule (the contract of `train_from_counts(count(...))`); the raw vocabulary
+    /// alone does not when characters fall below the cut.
+    #[test]
+    fn counts_and_characters_give_train() {
+        let docs: Vec<&[u8]> = DOCS.iter().map(|d| d.as_bytes()).collect();
+        let mut c = Counter::new(config().rounds, 400, 1 << 30, std::env::temp_dir()).unwrap();
+        for _ in 0..3 {
+            c.begin_round().unwrap();
+            c.add(&docs).unwrap();
+            c.end_round().unwrap();
+        }
+        let counts: Vec<(Vec<u8>, u64)> = c.result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
+        let chars = c.char_counts().to_vec();
+        assert!(chars.iter().any(|ch| ch.0.len() >= 3 && !counts.iter().any(|x| x.0 == ch.0)));
+        for selection in [SelectionRule::Paper, SelectionRule::Refined, SelectionRule::RefinedScripts, SelectionRule::RefinedNonAscii] {
+            let config = || TrainConfig { selection, ..config() };
+            let local = train(|| DOCS.iter(), config()).unwrap();
+            let mut t = Trainer::new(config()).unwrap();
+            t.use_counts_and_chars(counts.clone(), chars.clone()).unwrap();
+            let got = t.finish_all(&docs);
+            assert_eq!(vocabulary(&got.tokenizer), vocabulary(&local), "{selection:?}");
+            let mut t = Trainer::new(config()).unwrap();
+            t.use_counts(counts.clone()).unwrap();
+            let cut_only = t.finish_all(&docs);
+            if selection.refines() {
+                assert_ne!(vocabulary(&cut_only.tokenizer), vocabulary(&local), "{selection:?}");
+            } else {
+                assert_eq!(vocabulary(&cut_only.tokenizer), vocabulary(&local));
+            }
+        }
+        // a character also among the counts (there with a count of 0, below the cut) is ranked
+        // by its count among the characters given
+        let config = || TrainConfig { selection: SelectionRule::RefinedNonAscii, ..config() };
+        let local = train(|| DOCS.iter(), config()).unwrap();
+        let mut both = counts.clone();
+        both.extend(chars.iter().filter(|ch| !counts.iter().any(|x| x.0 == ch.0)).map(|(k, _)| (k.clone(), 0)));
+        let mut t = Trainer::new(config()).unwrap();
+        t.use_counts_and_chars(both.clone(), chars.clone()).unwrap();
+        assert_eq!(vocabulary(&t.finish_all(&docs).tokenizer), vocabulary(&local));
+        let mut t = Trainer::new(config()).unwrap();
+        t.use_counts(both).unwrap();
+        assert_ne!(vocabulary(&t.finish_all(&docs).tokenizer), vocabulary(&local));
+        // characters that are not one multi-byte character, or repeated, are refused
+        for bad in [vec![(b"ab".to_vec(), 3)], vec![(vec![0xe6, 0xbc], 3)], vec![("漢".as_bytes().to_vec(), 1), ("漢".as_bytes().to_vec(), 2)]] {
+            let mut t = Trainer::new(config()).unwrap();
+            assert!(matches!(t.use_counts_and_chars(counts.clone(), bad), Err(Error::Value(_))));
         }
     }
 

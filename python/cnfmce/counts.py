@@ -18,26 +18,98 @@ __all__ = ["Counts", "save_counts", "load_counts", "merge_counts", "count_lists"
 
 class Counts(dict):
     """The raw vocabulary: a ``dict`` mapping candidate bytes to their count, best first, with an
-    ``info`` attribute describing how it was made (rounds, documents, bytes, timings)."""
+    ``info`` attribute describing how it was made (rounds, documents, bytes, timings) and a
+    ``characters`` attribute: every multi-byte character counting saw, with its count, whatever
+    the ``raw_vocab_size`` cut (UTF-8 bytes -> count, by bytes; empty for counts made elsewhere).
+    The refined selections rank those characters, so :func:`cnfmce.train_from_counts` on the
+    result of :func:`cnfmce.count` trains what :func:`cnfmce.train` trains."""
 
     info: Dict[str, Any]
+    characters: Dict[bytes, int]
 
-    def __init__(self, *args: Any, info: Optional[Dict[str, Any]] = None, **kwargs: Any):
+    def __init__(self, *args: Any, info: Optional[Dict[str, Any]] = None,
+                 characters: Optional[Mapping[bytes, int]] = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.info = dict(info or {})
+        self.characters = dict(sorted(_checked_characters(characters or {}).items()))
+
+
+CHARACTERS_KEY = "characters"  # the counts file header's (and parquet metadata's) reserved key
+
+
+def _checked_characters(chars: Mapping[bytes, int]) -> Dict[bytes, int]:
+    if not isinstance(chars, Mapping):
+        raise TypeError(f"characters must map bytes to ints, got {type(chars).__name__}")
+    out: Dict[bytes, int] = {}
+    for k, v in chars.items():
+        if not isinstance(k, bytes) or not _one_multibyte_char(k):
+            raise ValueError(f"characters must be single multi-byte UTF-8 characters, got {k!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**64:
+            raise ValueError(f"count of character {k!r} must be a non-negative int, got {v!r}")
+        out[k] = v
+    return out
+
+
+def _one_multibyte_char(b: bytes) -> bool:
+    try:
+        s = b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return len(s) == 1 and len(b) > 1
+
+
+def _header(counts: Mapping[bytes, int]) -> Dict[str, Any]:
+    """The JSON header of saved counts: ``info``, with the characters under ``"characters"``
+    (``{character: count}``, by bytes) when there are any."""
+    info = dict(getattr(counts, "info", {}) or {})
+    info.pop(CHARACTERS_KEY, None)
+    chars = _checked_characters(getattr(counts, "characters", {}) or {})
+    if chars:
+        info[CHARACTERS_KEY] = {k.decode("utf-8"): v for k, v in sorted(chars.items())}
+    return info
+
+
+def _split_header(info: Any, where: str) -> Tuple[Dict[str, Any], Dict[bytes, int]]:
+    """(info, characters) of a saved header; a malformed ``"characters"`` is a file error."""
+    if not isinstance(info, dict):
+        return {}, {}
+    info = dict(info)
+    raw = info.pop(CHARACTERS_KEY, None)
+    if raw is None:
+        return info, {}
+    if not isinstance(raw, dict):
+        raise TokenizerFileError(f"{where}: header key {CHARACTERS_KEY!r} must be an object "
+                                 f"{{character: count}}, got {type(raw).__name__}")
+    chars: Dict[bytes, int] = {}
+    for k, v in raw.items():
+        b = k.encode("utf-8", "surrogatepass")
+        if not _one_multibyte_char(b):
+            raise TokenizerFileError(f"{where}: header {CHARACTERS_KEY!r}: {k!r} is not one "
+                                     "non-ASCII character")
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**64:
+            raise TokenizerFileError(f"{where}: header {CHARACTERS_KEY!r}: the count of {k!r} "
+                                     f"must be a non-negative 64-bit int, got {v!r}")
+        chars[b] = v
+    return info, chars
+
+
+def _sum_characters(into: Dict[bytes, int], chars: Mapping[bytes, int]) -> None:
+    for k, v in chars.items():
+        into[k] = into.get(k, 0) + v
 
 
 def save_counts(counts: Mapping[bytes, int], path: "os.PathLike[str] | str") -> None:
     """Writes counts as text (gzip when ``path`` ends in ``.gz``), atomically.
 
     Format: a first line ``# cnfmce counts v1``, a second line ``# `` followed by a JSON object
-    (how the counts were made; may be ``{}``), then one ``<base64 bytes>\\t<count>`` line per
-    candidate, best first (count descending, ties by bytes).
+    (how the counts were made; may be ``{}``; the :attr:`Counts.characters` under the key
+    ``"characters"`` as ``{character: count}``), then one ``<base64 bytes>\\t<count>`` line
+    per candidate, best first (count descending, ties by bytes).
 
     A path ending in ``.parquet`` gets the parquet layout instead (see :func:`load_counts`),
     rows best first, the JSON object in the schema metadata under ``cnfmce``.
     """
-    info = getattr(counts, "info", {}) or {}
+    info = _header(counts)
     items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     if _is_parquet_counts(path):
         _save_parquet_counts(items, info, path)
@@ -53,7 +125,9 @@ def load_counts(path: "os.PathLike[str] | str") -> Counts:
     read as its UTF-8 bytes) and ``count`` (``int64``, or any integer type; non-negative), other
     columns ignored; rows in any order and in any number of row groups and files (a directory:
     every ``*.parquet`` file under it); a token present in several rows or files has the sum of
-    their counts. No nulls, no empty tokens. The result is ordered best first.
+    their counts. No nulls, no empty tokens. The result is ordered best first. The schema
+    metadata's ``cnfmce`` JSON object, when a file has one, is the header of a counts file; the
+    characters of every file are summed.
     """
     p = os.fspath(path)
     if _is_parquet_counts(p):
@@ -61,9 +135,11 @@ def load_counts(path: "os.PathLike[str] | str") -> Counts:
         for toks, vals in _parquet_counts_chunks(p):
             merger.add_counts(toks, vals)
         toks, vals = merger.top(None)
-        return Counts(zip(toks, vals), info=_parquet_info(p))
-    info, counts = parse_counts(path)
-    return Counts(counts, info=info)
+        info, chars = _parquet_header(p)
+        return Counts(zip(toks, vals), info=info, characters=chars)
+    header, counts = parse_counts(path)
+    info, chars = _split_header(header, f"{p}:2")
+    return Counts(counts, info=info, characters=chars)
 
 
 def merge_counts(*counts: Union[Mapping[bytes, int], "os.PathLike[str]", str],
@@ -81,6 +157,9 @@ def merge_counts(*counts: Union[Mapping[bytes, int], "os.PathLike[str]", str],
     is written while merging (rows in bytewise order), so the merged counts are never all in
     memory.
 
+    The inputs' :attr:`Counts.characters` are summed too (they are exact: counting keeps every
+    character whatever the cut).
+
     Counts made on shards of a corpus are exact sums only where every shard kept the candidate;
     candidates cut by a shard's threshold or ``raw_vocab_size`` are undercounted. Count shards with
     generous ``raw_vocab_size`` to keep the merge close to counting the whole corpus at once
@@ -93,16 +172,17 @@ def merge_counts(*counts: Union[Mapping[bytes, int], "os.PathLike[str]", str],
     _, budget = _memory(memory_limit, floor=1 << 16)
     with work_dir(tmp_dir) as tmp:
         merger = _core.CountsMerger(budget, os.path.join(tmp, ""))
+        chars: Dict[bytes, int] = {}
         for c in counts:
-            for toks, vals in _counts_chunks(c):
+            for toks, vals in _counts_chunks(c, chars):
                 merger.add_counts(toks, vals)
         info = {"merged": len(counts), **{k: v for k, v in merger.stats().items()
                                            if k in ("records", "spills", "spilled_bytes")}}
         if output is not None and raw_vocab_size is None and _is_parquet_counts(output):
-            _stream_parquet_counts(merger, info, output)
+            _stream_parquet_counts(merger, _header(Counts(info=info, characters=chars)), output)
             return os.fspath(output)
         toks, vals = merger.top(raw_vocab_size)
-    out = Counts(zip(toks, vals), info=info)
+    out = Counts(zip(toks, vals), info=info, characters=chars)
     if output is not None:
         save_counts(out, output)
         return os.fspath(output)
@@ -183,14 +263,23 @@ def _parquet_counts_chunks(p: str) -> Iterator[Tuple[List[bytes], List[int]]]:
 
 
 def _parquet_info(p: str) -> Dict[str, Any]:
-    if os.path.isdir(p):
-        return {}
     try:
         md = _pq().ParquetFile(p).schema_arrow.metadata or {}
         info = json.loads(md.get(b"cnfmce", b"{}"))
         return info if isinstance(info, dict) else {}
     except (ValueError, TypeError, OSError):
         return {}
+
+
+def _parquet_header(p: str) -> Tuple[Dict[str, Any], Dict[bytes, int]]:
+    """(info, characters) of parquet counts: a file's metadata; a directory's characters are
+    the sum of its files' (its info is empty)."""
+    if not os.path.isdir(p):
+        return _split_header(_parquet_info(p), f"{p}: schema metadata")
+    chars: Dict[bytes, int] = {}
+    for f in _parquet_files(p):
+        _sum_characters(chars, _split_header(_parquet_info(f), f"{f}: schema metadata")[1])
+    return {}, chars
 
 
 def _parquet_schema(info: Dict[str, Any]) -> Any:
@@ -246,33 +335,44 @@ def _stream_parquet_counts(merger: Any, info: Dict[str, Any], path: Any) -> None
     _atomic_parquet(path, write)
 
 
-def _counts_chunks(c: Any) -> Iterator[Tuple[List[bytes], List[int]]]:
-    """(tokens, counts) chunks of one input of :func:`merge_counts`."""
+def _counts_chunks(c: Any, chars: Dict[bytes, int]) -> Iterator[Tuple[List[bytes], List[int]]]:
+    """(tokens, counts) chunks of one input of :func:`merge_counts`; its characters are added
+    to ``chars``."""
     if _is_parquet_counts(c):
+        _sum_characters(chars, _parquet_header(os.fspath(c))[1])
         yield from _parquet_counts_chunks(os.fspath(c))
     elif isinstance(c, (str, os.PathLike)):
-        yield count_lists(load_counts(c))
+        loaded = load_counts(c)
+        _sum_characters(chars, loaded.characters)
+        yield count_lists(loaded)
     elif isinstance(c, Mapping):
+        _sum_characters(chars, _checked_characters(getattr(c, "characters", {}) or {}))
         yield count_lists(c)
     else:
         raise TypeError(f"counts must be mappings bytes -> int or paths, got {type(c).__name__}")
 
 
 def load_any_counts(counts: Any, raw_vocab_size: Optional[int], tmp: str, budget: int
-                    ) -> Tuple[List[bytes], List[int]]:
-    """The counts ``train_from_counts`` takes, as two lists: a mapping, a counts file, or
-    parquet counts (streamed through a merger of ``budget`` bytes spilling into ``tmp``; only
-    the best ``raw_vocab_size`` are held when it is given)."""
+                    ) -> Tuple[List[bytes], List[int], List[bytes], List[int]]:
+    """The counts ``train_from_counts`` takes, as four lists (tokens, counts, characters,
+    character counts; the arguments of ``Trainer.use_counts``): a mapping (its ``characters``
+    attribute, if any), a counts file, or parquet counts (streamed through a merger of
+    ``budget`` bytes spilling into ``tmp``; only the best ``raw_vocab_size`` are held when it
+    is given)."""
     if _is_parquet_counts(counts):
+        p = os.fspath(counts)
+        chars = _parquet_header(p)[1]
         merger = _core.CountsMerger(budget, os.path.join(tmp, ""))
-        for toks, vals in _parquet_counts_chunks(os.fspath(counts)):
+        for toks, vals in _parquet_counts_chunks(p):
             merger.add_counts(toks, vals)
-        return merger.top(raw_vocab_size)
+        toks, vals = merger.top(raw_vocab_size)
+        return toks, vals, list(chars), list(chars.values())
     if isinstance(counts, (str, os.PathLike)):
         counts = load_counts(counts)
     elif not isinstance(counts, Mapping):
         raise TypeError("counts must be a mapping bytes -> int or the path of a counts file")
-    return count_lists(counts)
+    chars = _checked_characters(getattr(counts, "characters", {}) or {})
+    return (*count_lists(counts), list(chars), list(chars.values()))
 
 
 def count_lists(counts: Mapping[bytes, int]) -> Tuple[List[bytes], List[int]]:

@@ -973,7 +973,7 @@ def count(inputs: Any, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SIZE,
             run.count_round(counter, k, n, r, counter.end_round_with_selected, info)
         _finish_counting(run, info, t0)
         toks, counts = counter.result()
-        return Counts(zip(toks, counts), info=info)
+        return Counts(zip(toks, counts), info=info, characters=dict(zip(*counter.char_counts())))
 
 
 def _check_positive_int(name: str, v: Any) -> None:

@@ -93,7 +93,7 @@ def count(inputs: Inputs, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SI
                            lambda: counter.table_bytes, progress, info)
         _counting_done(corpus, info, t_start, limit)
         toks, counts = counter.result()
-        return Counts(zip(toks, counts), info=info)
+        return Counts(zip(toks, counts), info=info, characters=dict(zip(*counter.char_counts())))
 
 
 def _memory(memory_limit: Optional[int], floor: int = 16 << 20) -> Tuple[int, int]:
@@ -175,7 +175,10 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
     tokens, all 256 single bytes included, ids ordered by usage (ties by bytes); special tokens
     get the last ids. ``counts`` may also be parquet counts (a ``.parquet`` file or a directory
     of them; layout in :func:`cnfmce.load_counts`), read streaming. ``backend="ray"`` filters on
-    a Ray cluster (:func:`cnfmce.ray.train_from_counts`).
+    a Ray cluster (:func:`cnfmce.ray.train_from_counts`). The characters counting kept beside the
+    cut (:attr:`cnfmce.Counts.characters`, a counts file's header key ``"characters"``) are ranked
+    by the refined selections, so ``train_from_counts(count(inputs, raw_vocab_size=m), inputs)``
+    trains what ``train(inputs, raw_vocab_size=m)`` trains under every ``selection``.
 
     ``selection="paper"`` (the default, SPEC section 4) is the paper's rule: one pass, the most
     used tokens. ``selection="refined"`` keeps the most frequent multi-byte characters, cuts the

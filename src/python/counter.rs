@@ -137,4 +137,12 @@ impl PyCounter {
         let r = self.pool.install(|| c.result())?;
         Ok(r.into_iter().map(|(k, v)| (PyBytes::new(py, k), v)).unzip())
     }
+
+    /// The multi-byte characters counted, with their counts, whatever the raw vocabulary's cut:
+    /// (characters, counts), by bytes. The refined selections rank them
+    /// (`Trainer.use_counts(..., char_tokens, char_counts)`).
+    fn char_counts<'py>(&self, py: Python<'py>) -> (Vec<Bound<'py, PyBytes>>, Vec<u64>) {
+        let c = self.lock();
+        c.char_counts().iter().map(|(k, v)| (PyBytes::new(py, k), *v)).unzip()
+    }
 }

@@ -130,13 +130,31 @@ impl PyTrainer {
         Ok(PyTrainer { inner: Mutex::new(Some(inner)), pool: ForkSafePool::checked(num_threads)? })
     }
 
-    /// Skips counting: the raw vocabulary comes from these counts (tokens[i] has counts[i]).
-    fn use_counts(&self, py: Python<'_>, tokens: Vec<Vec<u8>>, counts: Vec<u64>) -> PyResult<()> {
+    /// Skips counting: the raw vocabulary comes from these counts (tokens[i] has counts[i]);
+    /// char_tokens / char_counts are the characters counting kept beside the cut
+    /// (`Counter.char_counts()`), which the refined selections rank.
+    #[pyo3(signature = (tokens, counts, char_tokens=None, char_counts=None))]
+    fn use_counts(
+        &self,
+        py: Python<'_>,
+        tokens: Vec<Vec<u8>>,
+        counts: Vec<u64>,
+        char_tokens: Option<Vec<Vec<u8>>>,
+        char_counts: Option<Vec<u64>>,
+    ) -> PyResult<()> {
         if tokens.len() != counts.len() {
             return Err(PyValueError::new_err("tokens and counts differ in length"));
         }
+        let chars: Vec<(Vec<u8>, u64)> = match (char_tokens, char_counts) {
+            (None, None) => Vec::new(),
+            (Some(t), Some(c)) if t.len() == c.len() => t.into_iter().zip(c).collect(),
+            (Some(_), Some(_)) => {
+                return Err(PyValueError::new_err("char_tokens and char_counts differ in length"))
+            }
+            _ => return Err(PyValueError::new_err("char_tokens and char_counts go together")),
+        };
         let pairs: Vec<(Vec<u8>, u64)> = tokens.into_iter().zip(counts).collect();
-        self.with(py, |t| t.use_counts(pairs))
+        self.with(py, |t| t.use_counts_and_chars(pairs, chars))
     }
 
     /// The counting rounds.
