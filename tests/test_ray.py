@@ -114,11 +114,12 @@ def test_counts_equal_local_for_documents_and_datasets(cluster):
     got = cnfmce.ray.count(cnfmce.Documents(docs), raw_vocab_size=20_000, rounds=rounds,
                            progress=False, block_size=60_000, num_partitions=5)
     assert list(got.items()) == list(want.items())
+    assert got.characters == want.characters and len(want.characters) > 1000  # every character counted
     assert got.info["round_stats"][1]["retained"] == want.info["round_stats"][1]["retained"]
     ds = ray.data.from_items([{"body": t, "n": k} for k, t in enumerate(docs)], override_num_blocks=6)
     got = cnfmce.count(ds, raw_vocab_size=20_000, rounds=rounds, progress=False, backend="ray",
                        field="body")
-    assert list(got.items()) == list(want.items())
+    assert list(got.items()) == list(want.items()) and got.characters == want.characters
 
 
 def test_train_from_parquet_counts_on_ray(cluster, corpus, tmp_path):
