@@ -267,7 +267,9 @@ impl Trainer {
     /// most once). The refined selections rank every character of `chars` and of `counts` (a
     /// character in both has its count in `chars`), so the counts of
     /// [`Counter::result`] and [`Counter::char_counts`] give what training from the documents
-    /// gives. `chars` never join the raw vocabulary by themselves; the paper's rule ignores them.
+    /// gives. Of `chars`, only the covered characters the cut left out (and, under
+    /// [`SelectionRule::RefinedNonAscii`], the fallback prefixes) join the raw vocabulary; the
+    /// paper's rule ignores them.
     pub fn use_counts_and_chars(&mut self, counts: Vec<(Vec<u8>, u64)>, chars: Vec<(Vec<u8>, u64)>) -> Result<(), Error> {
         match &self.stage {
             Stage::Counting(c) if c.round() == 0 && self.current.is_none() => {}

@@ -44,10 +44,20 @@ def _checked_characters(chars: Mapping[bytes, int]) -> Dict[bytes, int]:
     for k, v in chars.items():
         if not isinstance(k, bytes) or not _one_multibyte_char(k):
             raise ValueError(f"characters must be single multi-byte UTF-8 characters, got {k!r}")
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**64:
-            raise ValueError(f"count of character {k!r} must be a non-negative int, got {v!r}")
+        if not _is_count(v):
+            raise ValueError(f"count of character {k.decode('utf-8')!r} must be a non-negative "
+                             f"64-bit int, got {v!r}")
         out[k] = v
     return out
+
+
+def _characters_of(counts: Any) -> Dict[bytes, int]:
+    """The checked ``characters`` of counts (none for a plain mapping)."""
+    return _checked_characters(getattr(counts, "characters", None) or {})
+
+
+def _is_count(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int) and 0 <= v < 2**64
 
 
 def _one_multibyte_char(b: bytes) -> bool:
@@ -58,12 +68,11 @@ def _one_multibyte_char(b: bytes) -> bool:
     return len(s) == 1 and len(b) > 1
 
 
-def _header(counts: Mapping[bytes, int]) -> Dict[str, Any]:
-    """The JSON header of saved counts: ``info``, with the characters under ``"characters"``
-    (``{character: count}``, by bytes) when there are any."""
-    info = dict(getattr(counts, "info", {}) or {})
+def _header(info: Mapping[str, Any], chars: Mapping[bytes, int]) -> Dict[str, Any]:
+    """The JSON header of saved counts: ``info``, with the (checked) characters under
+    ``"characters"`` (``{character: count}``, by bytes) when there are any."""
+    info = dict(info)
     info.pop(CHARACTERS_KEY, None)
-    chars = _checked_characters(getattr(counts, "characters", {}) or {})
     if chars:
         info[CHARACTERS_KEY] = {k.decode("utf-8"): v for k, v in sorted(chars.items())}
     return info
@@ -80,16 +89,10 @@ def _split_header(info: Any, where: str) -> Tuple[Dict[str, Any], Dict[bytes, in
     if not isinstance(raw, dict):
         raise TokenizerFileError(f"{where}: header key {CHARACTERS_KEY!r} must be an object "
                                  f"{{character: count}}, got {type(raw).__name__}")
-    chars: Dict[bytes, int] = {}
-    for k, v in raw.items():
-        b = k.encode("utf-8", "surrogatepass")
-        if not _one_multibyte_char(b):
-            raise TokenizerFileError(f"{where}: header {CHARACTERS_KEY!r}: {k!r} is not one "
-                                     "non-ASCII character")
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**64:
-            raise TokenizerFileError(f"{where}: header {CHARACTERS_KEY!r}: the count of {k!r} "
-                                     f"must be a non-negative 64-bit int, got {v!r}")
-        chars[b] = v
+    try:
+        chars = _checked_characters({k.encode("utf-8", "surrogatepass"): v for k, v in raw.items()})
+    except ValueError as e:
+        raise TokenizerFileError(f"{where}: header {CHARACTERS_KEY!r}: {e}") from None
     return info, chars
 
 
@@ -109,7 +112,7 @@ def save_counts(counts: Mapping[bytes, int], path: "os.PathLike[str] | str") -> 
     A path ending in ``.parquet`` gets the parquet layout instead (see :func:`load_counts`),
     rows best first, the JSON object in the schema metadata under ``cnfmce``.
     """
-    info = _header(counts)
+    info = _header(getattr(counts, "info", None) or {}, _characters_of(counts))
     items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     if _is_parquet_counts(path):
         _save_parquet_counts(items, info, path)
@@ -179,7 +182,7 @@ def merge_counts(*counts: Union[Mapping[bytes, int], "os.PathLike[str]", str],
         info = {"merged": len(counts), **{k: v for k, v in merger.stats().items()
                                            if k in ("records", "spills", "spilled_bytes")}}
         if output is not None and raw_vocab_size is None and _is_parquet_counts(output):
-            _stream_parquet_counts(merger, _header(Counts(info=info, characters=chars)), output)
+            _stream_parquet_counts(merger, _header(info, chars), output)
             return os.fspath(output)
         toks, vals = merger.top(raw_vocab_size)
     out = Counts(zip(toks, vals), info=info, characters=chars)
@@ -346,7 +349,7 @@ def _counts_chunks(c: Any, chars: Dict[bytes, int]) -> Iterator[Tuple[List[bytes
         _sum_characters(chars, loaded.characters)
         yield count_lists(loaded)
     elif isinstance(c, Mapping):
-        _sum_characters(chars, _checked_characters(getattr(c, "characters", {}) or {}))
+        _sum_characters(chars, _characters_of(c))
         yield count_lists(c)
     else:
         raise TypeError(f"counts must be mappings bytes -> int or paths, got {type(c).__name__}")
@@ -371,7 +374,7 @@ def load_any_counts(counts: Any, raw_vocab_size: Optional[int], tmp: str, budget
         counts = load_counts(counts)
     elif not isinstance(counts, Mapping):
         raise TypeError("counts must be a mapping bytes -> int or the path of a counts file")
-    chars = _checked_characters(getattr(counts, "characters", {}) or {})
+    chars = _characters_of(counts)
     return (*count_lists(counts), list(chars), list(chars.values()))
 
 
@@ -382,6 +385,6 @@ def count_lists(counts: Mapping[bytes, int]) -> Tuple[List[bytes], List[int]]:
     for k, v in zip(toks, vals):
         if not isinstance(k, bytes) or not k:
             raise TypeError("counts must map non-empty bytes to ints")
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**64:
+        if not _is_count(v):
             raise ValueError(f"count of {k!r} must be a non-negative int, got {v!r}")
     return toks, vals
