@@ -10,7 +10,11 @@ time, and evaluates in-domain and held-out by package against the same-data BPE.
 
 ``THR_RUNS=en-32k,mix-32k`` picks the corpora and sizes, ``THR_T=80,20,5`` the thresholds,
 ``THR_SELECTION=refined`` the selection (default ``refined``). Tokenizers and timings are cached
-under ``experiments/out/thresholds/``; results of earlier invocations are kept.
+under ``experiments/out/thresholds/``; results of earlier invocations are kept. The same-data BPE
+is evaluated when its tokenizer is cached; otherwise its evaluation is read from
+generalisation.json (the same BPE on the same sets; ``THR_TRAIN_BPE=1`` trains it instead).
+``python experiments/thresholds.py --import-trial OTHER.json LABEL`` adds the runs of another
+build's thresholds.json (a worktree with a changed constant of src/refine.rs) as trials.
 """
 
 from __future__ import annotations
@@ -92,6 +96,21 @@ def trained(corpus: str, size: str, t: int) -> Dict[str, Any]:
     return info
 
 
+def bpe_eval(corpus: str, size: str):
+    """The same-data BPE's evaluation and where it comes from: the cached BPE evaluated here or,
+    when it is not cached, generalisation.json's evaluation of the same (deterministic) BPE on
+    the same sets, rather than training it again."""
+    cached = (X.OUT / corpus / f"bpe{X.SIZES[size] // 1000}k.hf-tokenizer.json.gz").exists()
+    if not cached and not os.environ.get("THR_TRAIN_BPE"):
+        try:
+            g = json.loads((C.RESULTS / "generalisation.json").read_text())
+            return g["runs"][f"{corpus}-{size}"]["eval"]["bpe"], "generalisation.json"
+        except (OSError, ValueError, KeyError):
+            pass
+    bpe = X.hf_bpe(corpus, P.train_paths(cats_of(corpus)), X.SIZES[size])
+    return X.evaluate_sets(bpe, cats=cats_of(corpus)), "this run"
+
+
 def run(args: Any) -> Dict[str, Any]:
     import cnfmce
     res = C.run_header(NAME, False)
@@ -107,10 +126,11 @@ def run(args: Any) -> Dict[str, Any]:
     for corpus, size in RUNS:
         key = f"{corpus}-{size}-{SELECTION}"
         r = res["runs"].get(key, {"corpus": corpus, "size": size, "selection": SELECTION, "by_t": {}})
-        bpe = X.hf_bpe(corpus, P.train_paths(cats_of(corpus)), X.SIZES[size])
-        r["bpe"] = X.evaluate_sets(bpe, cats=cats_of(corpus))
+        r["bpe"], r["bpe_source"] = bpe_eval(corpus, size)
         st = P.materialize()["stats"]
         r["train_bytes"] = sum(st[c]["train"]["bytes"] for c in cats_of(corpus))
+        if "multi" in cats_of(corpus):  # for the languages of multi below the BPE
+            r["train_chars"] = st["multi"]["train"]["lang_chars"]
         for t in THRESHOLDS:
             info = trained(corpus, size, t)
             tok = cnfmce.Tokenizer.load(str(OUT / f"{corpus}-{size}-t{t}-{SELECTION}.run.cnfmce.json.gz"))
@@ -127,6 +147,19 @@ def run(args: Any) -> Dict[str, Any]:
     return res
 
 
+def multi_train_chars(r: Dict[str, Any]):
+    """Training characters per language of multi for a mix run: recorded with the run, or (runs
+    made before it was recorded) generalisation.json's, from the same protocol; None otherwise."""
+    if "multi" not in cats_of(r["corpus"]):
+        return None
+    if "train_chars" in r:
+        return r["train_chars"]
+    try:
+        return json.loads((C.RESULTS / "generalisation.json").read_text())["train_chars"]["multi"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def render(res: Dict[str, Any], md: Path) -> None:
     L = [C.header_md(res, "Counting thresholds scaled to the corpus (issue 13, item 3)"), ""]
     L += ["`cnfmce.train(paths, vocab_size=k, rounds=((1, 12, 0), (13, 21, T), (22, 30, T)), "
@@ -138,8 +171,21 @@ def render(res: Dict[str, Any], md: Path) -> None:
     for key, r in res["runs"].items():
         cats = cats_of(r["corpus"])
         L += [f"## {r['corpus']} ({r['train_bytes'] / 1e6:.0f} MB of training text), {r['size']}, "
-              f"selection=\"{r['selection']}\"", ""]
+              f"selection=\"{r['selection']}\"" + (f", {r['trial']}" if r.get("trial") else ""), ""]
+        if r.get("trial"):
+            cores = sorted({e["train"].get("params", {}).get("core", "")[:10] for e in r["by_t"].values()})
+            L += [f"Trained by another build (core {', '.join(f'`{c}`' for c in cores)}: this repository with "
+                  f"{r['trial']}; `python experiments/thresholds.py --import-trial OTHER.json LABEL`).", ""]
+        if r.get("bpe_source") == "generalisation.json":
+            L += ["BPE: its evaluation in [generalisation.json](generalisation.json) (the same BPE on the same "
+                  "sets; its tokenizer was not cached on this machine)." + (
+                      " *multi languages below the BPE*: languages with more than 50,000 training characters "
+                      "and 20,000 evaluation characters (in = in-domain, held = held-out-by-package)."
+                      if multi_train_chars(r) is not None else ""), ""]
+        train_chars = multi_train_chars(r)
+        below = train_chars is not None
         hdr = ["T"] + [f"in-domain {c}" for c in cats] + [f"held-out {c}" for c in cats] + \
+              (["multi languages below the BPE"] if below else []) + \
               ["raw vocabulary", "round 2 / 3 retained", "wall s", "cpu s", "load"]
         rows = []
         for t in sorted(r["by_t"], key=int, reverse=True):
@@ -148,6 +194,10 @@ def render(res: Dict[str, Any], md: Path) -> None:
             for kind in ("indomain", "heldout"):
                 for c in cats:
                     row.append(C.pct(e["eval"][kind][c]["cpt"] / r["bpe"][kind][c]["cpt"] - 1, sign=True))
+            if below:
+                import frontier as F
+                lb = F.langs_below(e["eval"], r["bpe"], train_chars)
+                row.append(", ".join([f"{x} in" for x in lb["indomain"]] + [f"{x} held" for x in lb["heldout"]]) or "none")
             tr = e["train"]
             rs = tr.get("round_stats") or []
             ret = " / ".join(f"{s.get('retained', 0):,}" for s in rs[1:]) if rs else ""
@@ -179,8 +229,27 @@ def render(res: Dict[str, Any], md: Path) -> None:
     md.write_text("\n".join(L))
 
 
+def import_trial(other: str, label: str) -> None:
+    """Adds the runs of another build's thresholds.json (e.g. a worktree with a changed constant of
+    src/refine.rs) to this page, each under its key with `` / LABEL`` and the label shown."""
+    mine_p = C.RESULTS / f"{NAME}.json"
+    mine = json.loads(mine_p.read_text())
+    theirs = json.loads(Path(other).read_text())
+    for key, r in theirs["runs"].items():
+        cores = {e["train"].get("params", {}).get("core") for e in r["by_t"].values()}
+        mine_cores = {e["train"].get("params", {}).get("core") for x in mine["runs"].values()
+                      if not x.get("trial") for e in x["by_t"].values()}
+        if not cores - mine_cores - {None}:
+            continue  # this page's build, or runs without a recorded core
+        mine["runs"][f"{key} / {label}"] = dict(r, trial=label)
+        print(f"[thr] {key}: trial {label} from core(s) {', '.join(sorted(c[:10] for c in cores if c))}")
+    C.write_json(mine_p, mine)
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         worker(*sys.argv[2:7])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--import-trial":
+        import_trial(*sys.argv[2:4])
     else:
         C.experiment_main(NAME, __doc__, run, render)
