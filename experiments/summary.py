@@ -203,8 +203,15 @@ ones), the measurement behind `selection="refined-non-ascii"` (`python experimen
 [zh_sources.md](zh_sources.md): budget or method? CNF and the BPE trained on Chinese alone, per
 source package of the in-domain zh test set (`python experiments/zh_sources.py --size N`,
 `python experiments/zh_segment.py`);
-[thresholds.md](thresholds.md): counting thresholds of rounds 2 and 3 around the paper's 80
-(`python experiments/thresholds.py`).
+[thresholds.md](thresholds.md): counting thresholds of rounds 2 and 3 around the paper's 80, at 32k
+(`selection="refined"`) and at 128k and 250k (`"refined-non-ascii"`, `"refined-scripts"`, and builds with
+the non-ASCII exponent 1.0, 1.25, 1.5), with the languages of multi below the BPE
+(`THR_RUNS=mix-250k THR_T=80,20,5 THR_SELECTION=refined-non-ascii python experiments/thresholds.py`;
+`--import-trial OTHER.json LABEL` for another build's runs).
+[targets.md](targets.md): every target of issue 13 against every configuration measured on these pages
+(`cnfmce.train` with each rule, constant trial and threshold, `experiments/selection.py`'s variants, the
+exchanges of frontier.md), per size and evaluation kind, with the languages below the BPE and which
+configuration comes closest (`python experiments/targets.py`: reads the JSON of those pages, trains nothing).
 [script_tokens.md](script_tokens.md): CNF's Han, Cyrillic, Greek and Hangul tokens against the
 same-data BPE's at 32k and 128k (by length, usage in-domain and held-out-by-package) and, for the
 BPE tokens CNF lacks that would save the most, why it lacks them: outside the raw vocabulary's
