@@ -22,11 +22,18 @@ section 4); added tokens get the last ids. It is a first-order measurement: the 
 re-refined after the exchange (the trainer would re-measure usage and could do a little better).
 Every vocabulary is evaluated, like the trained ones, on the in-domain and held-out-by-package sets
 against the same-data byte-level BPE of the same size (``cnfx.hf_bpe``, cached).
+
+*zh frontier, other base* (``python experiments/frontier.py --from TOKENIZER LABEL SIZE N,N,... [DONOR]``):
+the same exchange on another trained vocabulary, e.g. thresholds.py's ``rounds`` with T = 20 in a
+build with a changed constant, against generalisation.json's evaluation of the same BPE; the donor
+*ASCII phrases* is the ASCII tokens with a space between two non-spaces (multi-word tokens of en,
+sci, math and code).
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import os
 import sys
 import time
@@ -77,6 +84,9 @@ DONORS: Dict[str, Callable[[bytes], bool]] = {
     "Latin": lambda t: group(t) == "LATIN",
     "ASCII": lambda t: len(t) > 1 and t.isascii(),
     "all but Han": lambda t: group(t) not in ("byte", "bytes", "CJK"),
+    # multi-word ASCII tokens (a space between two non-spaces): phrases of en, sci, math and code
+    "ASCII phrases": lambda t: len(t) > 1 and t.isascii() and any(
+        t[i] == 0x20 and t[i - 1] != 0x20 and t[i + 1] != 0x20 for i in range(1, len(t) - 1)),
 }
 
 
@@ -234,6 +244,22 @@ def render(res: Dict[str, Any], md: Path) -> None:
             if top:
                 L.append(f"* {size}, zh in-domain stays below +10% up to {top['n']:,} more Han ids "
                          f"({C.pct(top['gain']['indomain']['zh'], sign=True)}).")
+        for base in sorted({x["base"] for x in r["rows"] if x.get("base")}):
+            b0 = next((x for x in r["rows"] if x.get("base") == base and x["n"] == 0), None)
+            for donor in sorted({x["donor"] for x in r["rows"] if x.get("base") == base and x["donor"]}):
+                xs = [x for x in r["rows"] if x.get("base") == base and x["donor"] == donor]
+                hit = [x for x in xs if x["gain"]["indomain"]["zh"] >= 0.10]
+                if not hit or b0 is None:
+                    continue
+                x = min(hit, key=lambda x: x["n"])
+                g = x["gain"]
+                below = ", ".join(x["below"]["indomain"] + [f"{y} held-out" for y in x["below"]["heldout"]]) or "none"
+                L.append(f"* {size}, from *{base}* (zh {C.pct(b0['gain']['indomain']['zh'], sign=True)} in-domain): "
+                         f"+10% with {x['n']:,} Han ids from {donor} tokens: zh {C.pct(g['indomain']['zh'], sign=True)} / "
+                         f"{C.pct(g['heldout']['zh'], sign=True)}, en {C.pct(g['indomain']['en'], sign=True)} / "
+                         f"{C.pct(g['heldout']['en'], sign=True)}, code {C.pct(g['indomain']['code'], sign=True)} / "
+                         f"{C.pct(g['heldout']['code'], sign=True)}, multi {C.pct(g['indomain']['multi'], sign=True)} / "
+                         f"{C.pct(g['heldout']['multi'], sign=True)}; multi languages below the BPE: {below}.")
     L.append("")
     hdr = ["vocabulary", "ids moved"] + [f"{'in' if k == 'indomain' else 'held'} {c}" for k, c in cols] + [
         "Latin / Han / letterless ids", "multi languages below the BPE (in-domain; held-out)"]
@@ -242,10 +268,10 @@ def render(res: Dict[str, Any], md: Path) -> None:
               "Gain in characters per token over the same-data BPE of the same size (in = in-domain, held = "
               "held-out-by-package); ids by the letters of the tokens; multi languages with more than "
               f"{MIN_LANG_TRAIN_CHARS:,} training characters and {MIN_LANG_EVAL_CHARS:,} evaluation characters.", ""]
-        for kind in ("trained", "letterless donor", "zh frontier"):
+        for kind in ("trained", "letterless donor", "zh frontier", "zh frontier, other base"):
             rows = []
             for x in r["rows"]:
-                if x["kind"] != kind and not (kind != "trained" and x["label"] == "after"):
+                if x["kind"] != kind and not (kind in ("letterless donor", "zh frontier") and x["label"] == "after"):
                     continue
                 b = x["below"]
                 rows.append([x["label"], f"{x['n']:,}"] + [C.pct(x["gain"][k][c], sign=True) for k, c in cols]
@@ -266,5 +292,49 @@ def render(res: Dict[str, Any], md: Path) -> None:
     md.write_text("\n".join(L))
 
 
+def from_base(path: str, label: str, size: str, steps: str, donor: str = "ASCII") -> None:
+    """Adds to frontier.json's ``size`` run the zh frontier of another base vocabulary (a
+    tokenizer file, e.g. one trained by thresholds.py in a build with a changed constant): its
+    tokens plus the ``n`` most used Han tokens of the Chinese-only vocabulary it lacks, minus its
+    ``n`` least used ``donor`` tokens, for every ``n`` of ``steps`` (``10000,20000``), and the base
+    itself; evaluated against generalisation.json's evaluation of the same-data BPE of that size."""
+    import cnfmce
+    js = C.RESULTS / f"{NAME}.json"
+    res = json.loads(js.read_text())
+    train_chars = P.materialize()["stats"]["multi"]["train"]["lang_chars"]
+    bpe = json.loads((C.RESULTS / "generalisation.json").read_text())["runs"][f"mix-{size}"]["eval"]["bpe"]
+    base_tok = cnfmce.Tokenizer.load(path)
+    B = tokens_of(base_tok)
+    Z = zh_vocab()
+    have = set(B)
+    han = [t for t in Z if t not in have and group(t) == "CJK"]
+    # this base's earlier rows with the same donor (and the base itself) are replaced
+    rows = [x for x in res["runs"][size]["rows"] if not (x.get("base") == label and x["donor"] in (donor, None))]
+    core = base_tok.metadata.get("core") or ""
+
+    def add(lab: str, vocab: List[bytes], n: int, d: Optional[str]) -> None:
+        ev = X.evaluate_sets(cnfmce.Tokenizer.from_tokens(vocab))
+        cnt = collections.Counter(group(t) if not letterless(t) else "letterless" for t in vocab)
+        rows.append({"label": lab, "kind": "zh frontier, other base", "base": label, "n": n, "donor": d,
+                     "gain": gains(ev, bpe), "below": langs_below(ev, bpe, train_chars),
+                     "ids": {k: cnt.get(k, 0) for k in ("LATIN", "CJK", "letterless", "CYRILLIC", "GREEK", "HANGUL")}})
+        g = rows[-1]["gain"]
+        print(f"[frontier] {size} {lab}: " + " ".join(f"{c} {g['indomain'][c]:+.1%}/{g['heldout'][c]:+.1%}"
+                                                      for c in C.CATEGORIES), rows[-1]["below"], flush=True)
+
+    add(label, B, 0, None)
+    for n in (int(x) for x in steps.split(",")):
+        add(f"{label} + {n:,} Han − {donor}", exchange(B, han[:n], DONORS[donor]), n, donor)
+    mine = [x for x in rows if x.get("base") == label]  # the base first, then by donor and ids moved
+    rows = [x for x in rows if x.get("base") != label] + sorted(mine, key=lambda x: (x["donor"] or "", x["n"]))
+    res["runs"][size]["rows"] = rows
+    res.setdefault("other_bases", {})[label] = {"path": Path(path).name, "size": size, "core": core,
+                                                "date": C.run_header(NAME, False)["date"]}
+    C.write_json(js, res)
+
+
 if __name__ == "__main__":
-    C.experiment_main(NAME, __doc__, run, render)
+    if len(sys.argv) > 1 and sys.argv[1] == "--from":
+        from_base(*sys.argv[2:7])
+    else:
+        C.experiment_main(NAME, __doc__, run, render)
