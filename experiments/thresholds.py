@@ -235,13 +235,17 @@ def import_trial(other: str, label: str) -> None:
     mine_p = C.RESULTS / f"{NAME}.json"
     mine = json.loads(mine_p.read_text())
     theirs = json.loads(Path(other).read_text())
+    mine_cores = {e["train"].get("params", {}).get("core") for x in mine["runs"].values()
+                  for e in x["by_t"].values()}
     for key, r in theirs["runs"].items():
-        cores = {e["train"].get("params", {}).get("core") for e in r["by_t"].values()}
-        mine_cores = {e["train"].get("params", {}).get("core") for x in mine["runs"].values()
-                      if not x.get("trial") for e in x["by_t"].values()}
-        if not cores - mine_cores - {None}:
-            continue  # this page's build, or runs without a recorded core
-        mine["runs"][f"{key} / {label}"] = dict(r, trial=label)
+        if r.get("trial"):
+            continue  # a trial that build imported itself
+        # only the thresholds that build trained (not this page's, nor runs without a recorded core)
+        by_t = {t: e for t, e in r["by_t"].items() if e["train"].get("params", {}).get("core") not in mine_cores | {None}}
+        if not by_t:
+            continue
+        cores = {e["train"]["params"]["core"] for e in by_t.values()}
+        mine["runs"][f"{key} / {label}"] = dict(r, by_t=by_t, trial=label)
         print(f"[thr] {key}: trial {label} from core(s) {', '.join(sorted(c[:10] for c in cores if c))}")
     C.write_json(mine_p, mine)
 
