@@ -136,3 +136,49 @@ def test_bad_parquet_counts(tmp_path, docs):
         cnfmce.merge_counts(tmp_path / "missing.parquet")
     with pytest.raises(ValueError, match="raw_vocab_size"):
         cnfmce.merge_counts({b"a": 1}, raw_vocab_size=0)
+
+
+def _with_metadata(path, meta):
+    """A one-row parquet counts file whose schema metadata is ``meta`` (bytes -> bytes)."""
+    schema = pa.schema([("token", pa.binary()), ("count", pa.int64())], metadata=meta)
+    pq.write_table(pa.table({"token": pa.array([b"ab", "é".encode()], pa.binary()),
+                             "count": pa.array([3, 2], pa.int64())}, schema=schema), path)
+    return path
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b"[1, 2]", b'"text"'])
+def test_damaged_parquet_header_is_an_error_not_ignored(tmp_path, docs, raw):
+    """A cnfmce header that is not a JSON object would silently drop the characters it holds."""
+    bad = _with_metadata(tmp_path / "bad.parquet", {b"cnfmce": raw})
+    d = tmp_path / "dir"
+    d.mkdir()
+    _with_metadata(d / "a.parquet", {})
+    _with_metadata(d / "b.parquet", {b"cnfmce": raw})
+    for src in (bad, d):
+        with pytest.raises(cnfmce.TokenizerFileError, match="schema metadata 'cnfmce'"):
+            cnfmce.load_counts(src)
+        with pytest.raises(cnfmce.TokenizerFileError, match="schema metadata 'cnfmce'"):
+            cnfmce.train_from_counts(src, docs[:5], vocab_size=300, progress=False)
+        with pytest.raises(cnfmce.TokenizerFileError, match="schema metadata 'cnfmce'"):
+            cnfmce.merge_counts(src, output=tmp_path / "out.parquet")
+    # no header at all (counts written by Spark) is fine, and so is unrelated metadata
+    ok = _with_metadata(tmp_path / "ok.parquet", {b"spark.sql": b"whatever"})
+    c = cnfmce.load_counts(ok)
+    assert dict(c) == {b"ab": 3, "é".encode(): 2} and c.characters == {} and c.info == {}
+
+
+def test_parquet_counts_open_each_file_once(tmp_path, counts, monkeypatch):
+    chars = {"é".encode(): 5, "中".encode(): 7}
+    d = tmp_path / "d"
+    d.mkdir()
+    items = list(counts.items())
+    for k in range(3):
+        cnfmce.save_counts(cnfmce.Counts(items[k::3], characters=chars), d / f"p{k}.parquet")
+    opened = []
+    real = pq.ParquetFile
+    monkeypatch.setattr(pq, "ParquetFile", lambda f, *a, **kw: (opened.append(f), real(f, *a, **kw))[1])
+    c = cnfmce.load_counts(d)
+    assert len(opened) == 3 and len(set(opened)) == 3
+    # the characters of every file, summed
+    assert c.characters == {k: 3 * v for k, v in sorted(chars.items())}
+    assert dict(c) == dict(counts)

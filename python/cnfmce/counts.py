@@ -129,16 +129,20 @@ def load_counts(path: "os.PathLike[str] | str") -> Counts:
     columns ignored; rows in any order and in any number of row groups and files (a directory:
     every ``*.parquet`` file under it); a token present in several rows or files has the sum of
     their counts. No nulls, no empty tokens. The result is ordered best first. The schema
-    metadata's ``cnfmce`` JSON object, when a file has one, is the header of a counts file; the
-    characters of every file are summed.
+    metadata's ``cnfmce`` JSON object, when a file has one, is the header of a counts file (a
+    value that is not a JSON object raises :class:`TokenizerFileError`); the characters of every
+    file are summed.
     """
     p = os.fspath(path)
     if _is_parquet_counts(p):
         merger = _core.CountsMerger(1 << 62, tempfile.gettempdir())
-        for toks, vals in _parquet_counts_chunks(p):
+        chars: Dict[bytes, int] = {}
+        infos: List[Dict[str, Any]] = []
+        for toks, vals in _parquet_counts_chunks(p, chars, infos):
             merger.add_counts(toks, vals)
         toks, vals = merger.top(None)
-        info, chars = _parquet_header(p)
+        # a file's header; a directory's characters are the sum of its files' (its info is empty)
+        info = infos[0] if not os.path.isdir(p) else {}
         return Counts(zip(toks, vals), info=info, characters=chars)
     header, counts = parse_counts(path)
     info, chars = _split_header(header, f"{p}:2")
@@ -222,8 +226,11 @@ def _pq() -> Any:
     return pq
 
 
-def _parquet_counts_chunks(p: str) -> Iterator[Tuple[List[bytes], List[int]]]:
-    """(tokens, counts) chunks of parquet counts (the layout of :func:`load_counts`), checked."""
+def _parquet_counts_chunks(p: str, chars: Dict[bytes, int], infos: List[Dict[str, Any]]
+                           ) -> Iterator[Tuple[List[bytes], List[int]]]:
+    """(tokens, counts) chunks of parquet counts (the layout of :func:`load_counts`), checked;
+    each file is opened once, its header (schema metadata ``cnfmce``) appended to ``infos`` and
+    its characters added to ``chars`` before its rows are read."""
     import pyarrow as pa
     pq = _pq()
     for f in _parquet_files(p):
@@ -232,6 +239,9 @@ def _parquet_counts_chunks(p: str) -> Iterator[Tuple[List[bytes], List[int]]]:
         except Exception as e:  # pyarrow raises its own error types
             raise TokenizerFileError(f"{f}: not a readable parquet file ({e})") from None
         schema = pf.schema_arrow
+        info, fchars = _split_header(_parquet_metadata(schema.metadata, f), f"{f}: schema metadata")
+        infos.append(info)
+        _sum_characters(chars, fchars)
         missing = [c for c in ("token", "count") if c not in schema.names]
         if missing:
             raise TokenizerFileError(f"{f}: parquet counts need columns 'token' (binary) and "
@@ -265,24 +275,20 @@ def _parquet_counts_chunks(p: str) -> Iterator[Tuple[List[bytes], List[int]]]:
             yield tl, vl
 
 
-def _parquet_info(p: str) -> Dict[str, Any]:
-    try:
-        md = _pq().ParquetFile(p).schema_arrow.metadata or {}
-        info = json.loads(md.get(b"cnfmce", b"{}"))
-        return info if isinstance(info, dict) else {}
-    except (ValueError, TypeError, OSError):
+def _parquet_metadata(md: Optional[Mapping[bytes, bytes]], f: str) -> Dict[str, Any]:
+    """The ``cnfmce`` JSON object of a parquet file's schema metadata: ``{}`` when it has none
+    (counts written elsewhere, e.g. by Spark); not JSON or not an object is an error, so that a
+    damaged header never silently loses the characters it holds."""
+    raw = (md or {}).get(b"cnfmce")
+    if raw is None:
         return {}
-
-
-def _parquet_header(p: str) -> Tuple[Dict[str, Any], Dict[bytes, int]]:
-    """(info, characters) of parquet counts: a file's metadata; a directory's characters are
-    the sum of its files' (its info is empty)."""
-    if not os.path.isdir(p):
-        return _split_header(_parquet_info(p), f"{p}: schema metadata")
-    chars: Dict[bytes, int] = {}
-    for f in _parquet_files(p):
-        _sum_characters(chars, _split_header(_parquet_info(f), f"{f}: schema metadata")[1])
-    return {}, chars
+    try:
+        info = json.loads(raw)
+    except ValueError:
+        raise TokenizerFileError(f"{f}: schema metadata 'cnfmce' is not JSON") from None
+    if not isinstance(info, dict):
+        raise TokenizerFileError(f"{f}: schema metadata 'cnfmce' is not a JSON object")
+    return info
 
 
 def _parquet_schema(info: Dict[str, Any]) -> Any:
@@ -342,8 +348,7 @@ def _counts_chunks(c: Any, chars: Dict[bytes, int]) -> Iterator[Tuple[List[bytes
     """(tokens, counts) chunks of one input of :func:`merge_counts`; its characters are added
     to ``chars``."""
     if _is_parquet_counts(c):
-        _sum_characters(chars, _parquet_header(os.fspath(c))[1])
-        yield from _parquet_counts_chunks(os.fspath(c))
+        yield from _parquet_counts_chunks(os.fspath(c), chars, [])
     elif isinstance(c, (str, os.PathLike)):
         loaded = load_counts(c)
         _sum_characters(chars, loaded.characters)
@@ -364,9 +369,9 @@ def load_any_counts(counts: Any, raw_vocab_size: Optional[int], tmp: str, budget
     is given)."""
     if _is_parquet_counts(counts):
         p = os.fspath(counts)
-        chars = _parquet_header(p)[1]
+        chars: Dict[bytes, int] = {}
         merger = _core.CountsMerger(budget, os.path.join(tmp, ""))
-        for toks, vals in _parquet_counts_chunks(p):
+        for toks, vals in _parquet_counts_chunks(p, chars, []):
             merger.add_counts(toks, vals)
         toks, vals = merger.top(raw_vocab_size)
         return toks, vals, list(chars), list(chars.values())
