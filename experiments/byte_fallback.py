@@ -152,16 +152,9 @@ def trained(name: str, bld: Dict[str, Optional[str]]):
     info = C.cached_training(base, params)
     if info is None:
         print(f"[bf] training {name} ({v['build']}, {v['selection']}) ...", flush=True)
-        old = os.environ.get("PYTHONPATH")
-        if path:
-            os.environ["PYTHONPATH"] = path
-        try:
+        # another build on PYTHONPATH; the installed one keeps the caller's PYTHONPATH
+        with C.child_env({"PYTHONPATH": path} if path else {}):
             info = C.run_training(__file__, [v["selection"]], base, params, name)
-        finally:
-            if old is None:
-                os.environ.pop("PYTHONPATH", None)
-            else:
-                os.environ["PYTHONPATH"] = old
         print(f"[bf] {name}: {info['seconds']}s", flush=True)
     return cnfmce.Tokenizer.load(str(base) + ".run.cnfmce.json.gz"), info
 

@@ -13,6 +13,7 @@ never shows a number that is not in its JSON.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import gzip
 import json
@@ -22,7 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("CNFMCE_SHARED", REPO.parent / "shared"))
@@ -260,6 +261,27 @@ def cached_training(base: Path, params: Dict[str, Any]) -> Optional[Dict[str, An
     except (OSError, ValueError):
         return None
     return m if m.get("params") == params else None
+
+
+@contextlib.contextmanager
+def child_env(env: Dict[str, Optional[str]]) -> Iterator[None]:
+    """Sets (a string) or removes (None) environment variables for the child processes started
+    inside the block (e.g. ``run_training`` with another build on ``PYTHONPATH``, or a trial
+    constant), and restores every one of them afterwards, also when the block raises."""
+    saved = {k: os.environ.get(k) for k in env}
+    try:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def run_training(script: str, worker_args: Sequence[str], base: Path, params: Dict[str, Any],

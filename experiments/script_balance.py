@@ -87,22 +87,9 @@ def trained(name: str):
     info = C.cached_training(base, params)
     if info is None:
         print(f"[sb] training {name} {v['env']} ...", flush=True)
-        saved = {k: os.environ.get(k) for k in TRIAL_VARS + ("PYTHONPATH",)}
-        for k in TRIAL_VARS:
-            os.environ.pop(k, None)
-        os.environ.update(v["env"])
-        if path:
-            os.environ["PYTHONPATH"] = path
-        else:
-            os.environ.pop("PYTHONPATH", None)
-        try:
+        env = dict({k: None for k in TRIAL_VARS}, **v["env"], PYTHONPATH=path or None)
+        with C.child_env(env):
             info = C.run_training(BF.__file__, ["refined-non-ascii"], base, params, name)
-        finally:
-            for k, x in saved.items():
-                if x is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = x
         print(f"[sb] {name}: {info['seconds']}s", flush=True)
     return cnfmce.Tokenizer.load(str(base) + ".run.cnfmce.json.gz"), info
 
