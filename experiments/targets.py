@@ -242,8 +242,10 @@ def _lang(x: str) -> str:
 def _g(x: Optional[float], target: Optional[float] = None) -> str:
     if x is None:
         return "—"
-    s = C.pct(x, 1, sign=True)
-    return f"**{s}**" if target is not None and x < target else s
+    below = target is not None and x < target
+    # a miss that would round to the target is shown with two decimals (+29.98%, not +30.0%)
+    s = C.pct(x, 2 if below and round(100 * x, 1) >= round(100 * target, 1) else 1, sign=True)
+    return f"**{s}**" if below else s
 
 
 def render(res: Dict[str, Any], md: Path) -> None:

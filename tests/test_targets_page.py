@@ -89,3 +89,9 @@ def test_threshold_rows_label_every_threshold_and_trial():
     labels = [r["label"] for r in T._threshold_rows(th, "128k", TRAIN_CHARS)]
     assert labels == ["thresholds: nonascii, T = 80", "thresholds: nonascii, T = 20",
                       "thresholds: nonascii, T = 80, EXP 1.0", "thresholds: nonascii, T = 20, EXP 1.0"]
+
+
+def test_a_miss_is_never_shown_as_the_target():
+    assert T._g(0.2998, 0.30) == "**+29.98%**"
+    assert T._g(0.2950, 0.30) == "**+29.5%**"
+    assert T._g(0.30, 0.30) == "+30.0%" and T._g(0.25, 0.30) == "**+25.0%**"
