@@ -117,8 +117,9 @@ def _threshold_rows(t: Dict[str, Any], size: str, train_chars: Dict[str, int]) -
         if r["corpus"] != "mix" or r["size"] != size:
             continue
         for T, e in sorted(r["by_t"].items(), key=lambda x: -int(x[0])):
-            label = f"thresholds: {short.get(r['selection'], r['selection'])}, T = {T}" + (
-                f", {r['trial']}" if r.get("trial") else "")
+            label = (f"thresholds: {short.get(r['selection'], r['selection'])}, T = {T}"
+                     + (f", m = {r['raw_x']} x k" if r.get("raw_x") else "")
+                     + (f", {r['trial']}" if r.get("trial") else ""))
             rows.append(_eval_row("thresholds", label, e["train"].get("params", {}).get("core"), e["eval"],
                                   r["bpe"], r.get("train_chars") or train_chars))
     return rows

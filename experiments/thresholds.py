@@ -9,7 +9,8 @@ time, and evaluates in-domain and held-out by package against the same-data BPE.
     python experiments/thresholds.py --render
 
 ``THR_RUNS=en-32k,mix-32k`` picks the corpora and sizes, ``THR_T=80,20,5`` the thresholds,
-``THR_SELECTION=refined`` the selection (default ``refined``). Tokenizers and timings are cached
+``THR_SELECTION=refined`` the selection (default ``refined``), ``THR_RAW_X=20`` the raw vocabulary
+as a multiple of the vocabulary size (default: the trainer's). Tokenizers and timings are cached
 under ``experiments/out/thresholds/``; results of earlier invocations are kept. The same-data BPE
 is evaluated when its tokenizer is cached; otherwise its evaluation is read from
 generalisation.json (the same BPE on the same sets; ``THR_TRAIN_BPE=1`` trains it instead).
@@ -37,6 +38,9 @@ OUT = C.OUT / "thresholds"
 RUNS = [tuple(x.split("-")) for x in os.environ.get("THR_RUNS", "en-32k").split(",")]
 THRESHOLDS = [int(x) for x in os.environ.get("THR_T", "80,40,20,10,5").split(",")]
 SELECTION = os.environ.get("THR_SELECTION", "refined")
+# raw_vocab_size as a multiple of vocab_size (default: the trainer's default, RAW_VOCAB_PER_TOKEN)
+RAW_X = int(os.environ["THR_RAW_X"]) if os.environ.get("THR_RAW_X") else None
+TAG = SELECTION + (f"-m{RAW_X}x" if RAW_X else "")
 PAPER_T = 80
 
 
@@ -52,8 +56,9 @@ def worker(corpus: str, size: str, t: str, selection: str, out: str) -> None:
     import cnfmce
     paths = [str(p) for p in P.train_paths(cats_of(corpus))]
     t0 = time.perf_counter()
+    raw = {"raw_vocab_size": RAW_X * X.SIZES[size]} if RAW_X else {}
     tok = cnfmce.train(paths, vocab_size=X.SIZES[size], rounds=rounds_of(int(t)), selection=selection,
-                       progress=False)
+                       progress=False, **raw)
     secs = time.perf_counter() - t0
     tok.save(out + ".cnfmce.json.gz")
     md = tok.metadata
@@ -66,15 +71,15 @@ def worker(corpus: str, size: str, t: str, selection: str, out: str) -> None:
 def trained(corpus: str, size: str, t: int) -> Dict[str, Any]:
     import cnfmce
     OUT.mkdir(parents=True, exist_ok=True)
-    base = OUT / f"{corpus}-{size}-t{t}-{SELECTION}"
+    base = OUT / f"{corpus}-{size}-t{t}-{TAG}"
     meta_p = base.with_suffix(".json")
-    params = {"t": t, "selection": SELECTION, "cnfmce": cnfmce.__version__,
+    params = {"t": t, "selection": SELECTION, **({"raw_x": RAW_X} if RAW_X else {}), "cnfmce": cnfmce.__version__,
               "core": C._cmd(["git", "rev-parse", "HEAD:src"])}
     m = C.cached_training(base, params)
     if m is not None:
         return m
     gen = C.OUT / "gen" / f"{corpus}-{size}-after"
-    if t == PAPER_T and SELECTION == "refined":  # the paper's rounds: generalisation.py's *after* run
+    if t == PAPER_T and SELECTION == "refined" and not RAW_X:  # the paper's rounds: generalisation.py's *after* run
         try:
             g = json.loads(gen.with_suffix(".json").read_text())
             if g.get("params", {}).get("core") == params["core"] and g["params"].get("config") == {"selection": "refined"}:
@@ -124,8 +129,10 @@ def run(args: Any) -> Dict[str, Any]:
     except (OSError, ValueError):
         pass
     for corpus, size in RUNS:
-        key = f"{corpus}-{size}-{SELECTION}"
+        key = f"{corpus}-{size}-{TAG}"
         r = res["runs"].get(key, {"corpus": corpus, "size": size, "selection": SELECTION, "by_t": {}})
+        if RAW_X:
+            r["raw_x"] = RAW_X
         r["bpe"], r["bpe_source"] = bpe_eval(corpus, size)
         st = P.materialize()["stats"]
         r["train_bytes"] = sum(st[c]["train"]["bytes"] for c in cats_of(corpus))
@@ -133,7 +140,7 @@ def run(args: Any) -> Dict[str, Any]:
             r["train_chars"] = st["multi"]["train"]["lang_chars"]
         for t in THRESHOLDS:
             info = trained(corpus, size, t)
-            tok = cnfmce.Tokenizer.load(str(OUT / f"{corpus}-{size}-t{t}-{SELECTION}.run.cnfmce.json.gz"))
+            tok = cnfmce.Tokenizer.load(str(OUT / f"{corpus}-{size}-t{t}-{TAG}.run.cnfmce.json.gz"))
             r["by_t"][str(t)] = {"train": info, "eval": X.evaluate_sets(tok, cats=cats_of(corpus))}
             g = []
             for kind in ("indomain", "heldout"):
@@ -171,7 +178,8 @@ def render(res: Dict[str, Any], md: Path) -> None:
     for key, r in res["runs"].items():
         cats = cats_of(r["corpus"])
         L += [f"## {r['corpus']} ({r['train_bytes'] / 1e6:.0f} MB of training text), {r['size']}, "
-              f"selection=\"{r['selection']}\"" + (f", {r['trial']}" if r.get("trial") else ""), ""]
+              f"selection=\"{r['selection']}\"" + (f", raw_vocab_size = {r['raw_x']} x vocab_size" if r.get("raw_x") else "")
+              + (f", {r['trial']}" if r.get("trial") else ""), ""]
         if r.get("trial"):
             cores = sorted({e["train"].get("params", {}).get("core", "")[:10] for e in r["by_t"].values()})
             L += [f"Trained by another build (core {', '.join(f'`{c}`' for c in cores)}: this repository with "
@@ -209,7 +217,7 @@ def render(res: Dict[str, Any], md: Path) -> None:
             rows.append(row)
         L += [C.md_table(hdr, rows), ""]
         base = r["by_t"].get(str(PAPER_T))
-        if base:
+        if base and len(r["by_t"]) > 1:  # a change needs another threshold beside the paper's
             parts = []
             for kind in ("indomain", "heldout"):
                 d = []
@@ -235,17 +243,22 @@ def import_trial(other: str, label: str) -> None:
     mine_p = C.RESULTS / f"{NAME}.json"
     mine = json.loads(mine_p.read_text())
     theirs = json.loads(Path(other).read_text())
-    mine_cores = {e["train"].get("params", {}).get("core") for x in mine["runs"].values()
-                  for e in x["by_t"].values()}
+    # (run, threshold, core) already on this page, a trial's run under its own key
+    have = {(k.split(" / ")[0], t, e["train"].get("params", {}).get("core"))
+            for k, x in mine["runs"].items() for t, e in x["by_t"].items()}
     for key, r in theirs["runs"].items():
         if r.get("trial"):
             continue  # a trial that build imported itself
-        # only the thresholds that build trained (not this page's, nor runs without a recorded core)
-        by_t = {t: e for t, e in r["by_t"].items() if e["train"].get("params", {}).get("core") not in mine_cores | {None}}
+        # only what that build trained and this page lacks (not this page's own runs, which that
+        # build's file copies, nor entries without a recorded core)
+        by_t = {t: e for t, e in r["by_t"].items()
+                if e["train"].get("params", {}).get("core") is not None
+                and (key, t, e["train"]["params"]["core"]) not in have}
         if not by_t:
             continue
         cores = {e["train"]["params"]["core"] for e in by_t.values()}
-        mine["runs"][f"{key} / {label}"] = dict(r, by_t=by_t, trial=label)
+        k = f"{key} / {label}"
+        mine["runs"][k] = dict(r, by_t=dict(mine["runs"].get(k, {}).get("by_t", {}), **by_t), trial=label)
         print(f"[thr] {key}: trial {label} from core(s) {', '.join(sorted(c[:10] for c in cores if c))}")
     C.write_json(mine_p, mine)
 
