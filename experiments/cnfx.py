@@ -92,10 +92,14 @@ def cat_lang(d: Dict[str, Any]) -> str:
 class Raw:
     """A ranked raw vocabulary: ``tokens[i]`` (bytes) has count ``counts[i]``, best first."""
 
-    def __init__(self, tokens: List[bytes], counts: np.ndarray, info: Dict[str, Any]):
+    def __init__(self, tokens: List[bytes], counts: np.ndarray, info: Dict[str, Any],
+                 characters: Optional[Dict[bytes, int]] = None):
         self.tokens = tokens
         self.counts = counts
         self.info = info
+        # every multi-byte character counting saw, with its exact count (cnfmce.Counts.characters;
+        # None for a cache written before it was kept)
+        self.characters = characters
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -131,6 +135,7 @@ def raw_counts(tag: str, paths: Sequence[Path], m: int,
         secs = time.perf_counter() - t0
         items = sorted(cn.items(), key=lambda kv: (-kv[1], kv[0]))
         info = dict(cn.info)
+        chars = {t.decode("utf-8"): c for t, c in cn.characters.items()}
         del cn
         blob = b"".join(t for t, _ in items)
         lens = np.fromiter((len(t) for t, _ in items), dtype=np.int64, count=len(items))
@@ -139,7 +144,8 @@ def raw_counts(tag: str, paths: Sequence[Path], m: int,
         tmp = d / "raw.tmp.npz"
         np.savez(tmp, blob=np.frombuffer(blob, dtype=np.uint8), lens=lens, counts=cnts)
         tmp.replace(npz)
-        meta = {"params": params, "seconds": round(secs, 1), "info": info, "kept": int(len(cnts))}
+        meta = {"params": params, "seconds": round(secs, 1), "info": info, "kept": int(len(cnts)),
+                "characters": chars}
         meta_p.write_text(json.dumps(meta, indent=1, default=str))
         print(f"[{tag}] counted in {secs:.0f}s: {len(cnts):,} candidates", flush=True)
     if log is not None:
@@ -149,7 +155,8 @@ def raw_counts(tag: str, paths: Sequence[Path], m: int,
     ends = np.cumsum(z["lens"])
     starts = ends - z["lens"]
     toks = [blob[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
-    return Raw(toks, z["counts"], meta)
+    chars = meta.get("characters")
+    return Raw(toks, z["counts"], meta, None if chars is None else {k.encode("utf-8"): v for k, v in chars.items()})
 
 
 # --- filtering primitives ----------------------------------------------------------------------

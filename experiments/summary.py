@@ -232,7 +232,9 @@ max(2M, 20·k) candidates, lack the rare characters that coverage and the fallba
 +11.7); given every character's exact count, `train_from_counts` makes `cnfmce.train`'s vocabulary token
 for token at 32k, 128k and 250k.
 [raw_rule.md](raw_rule.md): weighting the non-ASCII candidates' counts in the raw vocabulary's cut,
-screened with `train_from_counts` and not kept (`python experiments/raw_rule.py`).
+screened with `train_from_counts` (`python experiments/raw_rule.py`; `--t 20` counts with lower
+thresholds): not kept at 32k and 128k; at 250k, with T = 20 and the non-ASCII exponent 1.0, `na0.15`
+meets every category target but takes eu below the BPE.
 [script_balance_128k.md](script_balance_128k.md) ([32k](script_balance_32k.md),
 [250k](script_balance_250k.md)): balancing the scripts inside step 5's non-ASCII group (not kept: Han
 pays for every gain of the small scripts) and the fallback prefixes of every character, not only of

@@ -4,7 +4,7 @@ each other.
     python experiments/targets.py          # docs/results/targets.{json,md}
     python experiments/targets.py --render
 
-Trains nothing and encodes nothing: it reads the numbers of four pages and puts them side by
+Trains nothing and encodes nothing: it reads the numbers of five pages and puts them side by
 side, the targets of issue 13 against every configuration measured on the protocol's training mix
 ([protocol.md](protocol.md)):
 
@@ -14,6 +14,8 @@ side, the targets of issue 13 against every configuration measured on the protoc
 * [thresholds.json](thresholds.json): ``cnfmce.train`` with the thresholds T of counting rounds 2
   and 3 changed, ``rounds=((1, 12, 0), (13, 21, T), (22, 30, T))``, and the trials of other builds
   (*thresholds:* rows);
+* [raw_rule.json](raw_rule.json): ``train_from_counts`` over counts re-ranked by a rule before the raw
+  vocabulary's cut (*raw rule:* rows);
 * [selection.json](selection.json): the selection variants computed by ``experiments/selection.py``
   from one set of counts, the paper's rule among them (*selection:* rows);
 * [frontier.json](frontier.json): trained vocabularies with ids moved between scripts, Han tokens
@@ -125,6 +127,26 @@ def _threshold_rows(t: Dict[str, Any], size: str, train_chars: Dict[str, int]) -
     return rows
 
 
+def _raw_rule_rows(rr: Dict[str, Any], size: str, train_chars: Dict[str, int]) -> List[Dict[str, Any]]:
+    """raw_rule.json's screens (``train_from_counts`` over re-ranked counts) at ``size``; its
+    languages below the BPE (``lang in -1.2%`` / ``lang held ...``) filtered by the same
+    training-characters criterion as the other rows."""
+    rows = []
+    for x in rr["rows"]:
+        if x["size"] != size:
+            continue
+        below: Dict[str, List[str]] = {k: [] for k in KINDS}
+        for b in x["below"]:
+            lang, where, val = b.split(" ")
+            if train_chars.get(lang, 0) > MIN_LANG_TRAIN_CHARS:
+                below["indomain" if where == "in" else "heldout"].append(f"{lang} {val}")
+        label = (f"raw rule: {x['rule']}, {x['selection']}" + (f", T = {x['t']}" if x.get("t") else "")
+                 + (f", {x['build']}" if x.get("build") else ""))
+        rows.append({"source": "raw_rule", "label": label, "core": (x.get("core") or "")[:10],
+                     "gain": x["gain"], "below": below})
+    return rows
+
+
 def _selection_rows(s: Dict[str, Any], size: str) -> List[Dict[str, Any]]:
     z = s["sizes"].get(size)
     if not z:
@@ -210,13 +232,15 @@ def run(args: Any) -> Dict[str, Any]:
     t0 = time.time()
     res = C.run_header(NAME, False)
     g, s, f, th = _load("generalisation"), _load("selection"), _load("frontier"), _load("thresholds")
+    rr = _load("raw_rule")
     res["inputs"] = {name: {"date": d.get("date"), "head": (d.get("machine") or {}).get("git_commit")}
-                     for name, d in (("generalisation", g), ("thresholds", th), ("selection", s), ("frontier", f))}
+                     for name, d in (("generalisation", g), ("thresholds", th), ("raw_rule", rr), ("selection", s),
+                                     ("frontier", f))}
     res["targets"] = TARGETS
     res["sizes"] = {}
     for size, targets in TARGETS.items():
-        rows = (_train_rows(g, f"mix-{size}") + _threshold_rows(th, size, g["train_chars"]["multi"]) + _selection_rows(s, size)
-                + _frontier_rows(f, size))
+        rows = (_train_rows(g, f"mix-{size}") + _threshold_rows(th, size, g["train_chars"]["multi"])
+                + _raw_rule_rows(rr, size, g["train_chars"]["multi"]) + _selection_rows(s, size) + _frontier_rows(f, size))
         for r in rows:
             r.update(_check(r, targets))
         res["sizes"][size] = {

@@ -95,3 +95,14 @@ def test_a_miss_is_never_shown_as_the_target():
     assert T._g(0.2998, 0.30) == "**+29.98%**"
     assert T._g(0.2950, 0.30) == "**+29.5%**"
     assert T._g(0.30, 0.30) == "+30.0%" and T._g(0.25, 0.30) == "**+25.0%**"
+
+
+def test_raw_rule_rows_keep_only_languages_with_enough_training_text():
+    g = {kind: {c: 0.1 for c in CATS} for kind in T.KINDS}
+    rr = {"rows": [{"size": "250k", "rule": "na0.15", "selection": "refined-non-ascii", "t": 20,
+                    "build": "EXP 1.0", "gain": g, "below": ["eu in -2.3%", "hi in -9.0%", "ru held -0.5%"]},
+                   {"size": "128k", "rule": "base", "selection": "refined", "gain": g, "below": []}]}
+    (r,) = T._raw_rule_rows(rr, "250k", {"eu": 400_000, "ru": 60_000, "hi": 2_000})
+    assert r["label"] == "raw rule: na0.15, refined-non-ascii, T = 20, EXP 1.0"
+    assert r["below"] == {"indomain": ["eu -2.3%"], "heldout": ["ru -0.5%"]}
+    assert T._check(r, T.TARGETS["250k"])["missed"] == [f"{k}:{c}" for k in T.KINDS for c in ("en", "sci", "math", "code")]
