@@ -14,7 +14,8 @@ the same-data BPE of the same size. Rules:
   character that is not a letter or mark (``nohanctx``) are left out (a Han-specific candidate rule);
 * ``naA``: candidates with a non-ASCII byte rank by count x (ASCII count mass / non-ASCII count
   mass) ^ A, the masses summed over the 10M counted candidates (the raw vocabulary's equivalent of
-  ``selection="refined-non-ascii"``); ``naA-phB``: the same, with the multi-word ASCII candidates
+  ``selection="refined-non-ascii"``); ``hanA``: the same weight for the candidates with a Han
+  character only; ``naA-phB``: the same, with the multi-word ASCII candidates
   (a space between two non-spaces) ranked by count x B; ``RULE-mN``: the rule with a raw vocabulary
   of N x vocab_size candidates (default 10).
 
@@ -63,6 +64,13 @@ def raw_vocab(raw: X.Raw, na: np.ndarray, rule: str, m: int, covered_cap: int) -
         if b:
             ph = np.fromiter((_ascii_phrase(t) for t in raw.tokens), dtype=bool, count=len(raw.tokens))
             score = score * np.where(ph, float(b), 1.0)
+    elif rule.startswith("han"):
+        # hanA: only the candidates with a Han character rank by count x (ASCII count mass /
+        # non-ASCII count mass) ^ A (the other non-ASCII candidates by their count)
+        a = float(rule[3:])
+        ratio = counts[~na].sum() / counts[na].sum()
+        han = np.fromiter((_has_han(t) for t in raw.tokens), dtype=bool, count=len(raw.tokens))
+        score = counts * np.where(han, ratio ** a, 1.0)
     elif rule in ("nohannl", "nohanctx"):
         # a Han-specific candidate rule: drop candidates with a Han character and a newline
         # (nohannl) or with a Han character and any space, newline or punctuation (nohanctx)
@@ -84,6 +92,13 @@ def raw_vocab(raw: X.Raw, na: np.ndarray, rule: str, m: int, covered_cap: int) -
             added += 1
             out.setdefault(t, int(raw.counts[i]))
     return out
+
+
+def _has_han(t: bytes) -> bool:
+    if t.isascii():
+        return False
+    s = t.decode("utf-8", "ignore")
+    return any("\u4e00" <= c <= "\u9fff" or "\u3400" <= c <= "\u4dbf" for c in s)
 
 
 def _ascii_phrase(t: bytes) -> bool:
