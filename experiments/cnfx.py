@@ -87,6 +87,13 @@ def cat_lang(d: Dict[str, Any]) -> str:
     return f"{c}/{d.get('lang') or ''}" if c in P.HUMAN_LANG_CATEGORIES else c
 
 
+def ascii_phrase(t: bytes) -> bool:
+    """An ASCII token with a space between two non-spaces (several words: phrases of en, sci,
+    math and code)."""
+    return len(t) > 1 and t.isascii() and any(
+        t[i] == 0x20 and t[i - 1] != 0x20 and t[i + 1] != 0x20 for i in range(1, len(t) - 1))
+
+
 # --- counts as arrays -------------------------------------------------------------------------
 
 class Raw:

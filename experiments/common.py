@@ -270,18 +270,25 @@ def child_env(env: Dict[str, Optional[str]]) -> Iterator[None]:
     constant), and restores every one of them afterwards, also when the block raises."""
     saved = {k: os.environ.get(k) for k in env}
     try:
-        for k, v in env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _set_env(env)
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _set_env(saved)
+
+
+def _set_env(env: Dict[str, Optional[str]]) -> None:
+    for k, v in env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def recorded_bpe_eval(corpus: str, size: str) -> Dict[str, Any]:
+    """generalisation.json's evaluation of the same-data BPE of ``corpus`` at ``size`` (the same
+    deterministic BPE on the same sets), for scripts run where that BPE's tokenizer is not cached
+    (KeyError when the page has no such run)."""
+    return json.loads((RESULTS / "generalisation.json").read_text())["runs"][f"{corpus}-{size}"]["eval"]["bpe"]
 
 
 def run_training(script: str, worker_args: Sequence[str], base: Path, params: Dict[str, Any],

@@ -84,9 +84,7 @@ DONORS: Dict[str, Callable[[bytes], bool]] = {
     "Latin": lambda t: group(t) == "LATIN",
     "ASCII": lambda t: len(t) > 1 and t.isascii(),
     "all but Han": lambda t: group(t) not in ("byte", "bytes", "CJK"),
-    # multi-word ASCII tokens (a space between two non-spaces): phrases of en, sci, math and code
-    "ASCII phrases": lambda t: len(t) > 1 and t.isascii() and any(
-        t[i] == 0x20 and t[i - 1] != 0x20 and t[i + 1] != 0x20 for i in range(1, len(t) - 1)),
+    "ASCII phrases": X.ascii_phrase,
 }
 
 
@@ -302,7 +300,7 @@ def from_base(path: str, label: str, size: str, steps: str, donor: str = "ASCII"
     js = C.RESULTS / f"{NAME}.json"
     res = json.loads(js.read_text())
     train_chars = P.materialize()["stats"]["multi"]["train"]["lang_chars"]
-    bpe = json.loads((C.RESULTS / "generalisation.json").read_text())["runs"][f"mix-{size}"]["eval"]["bpe"]
+    bpe = C.recorded_bpe_eval("mix", size)
     base_tok = cnfmce.Tokenizer.load(path)
     B = tokens_of(base_tok)
     Z = zh_vocab()

@@ -62,7 +62,7 @@ def raw_vocab(raw: X.Raw, na: np.ndarray, rule: str, m: int, covered_cap: int) -
         ratio = counts[~na].sum() / counts[na].sum()
         score = counts * np.where(na, ratio ** float(a), 1.0)
         if b:
-            ph = np.fromiter((_ascii_phrase(t) for t in raw.tokens), dtype=bool, count=len(raw.tokens))
+            ph = np.fromiter((X.ascii_phrase(t) for t in raw.tokens), dtype=bool, count=len(raw.tokens))
             score = score * np.where(ph, float(b), 1.0)
     elif rule.startswith("han"):
         # hanA: only the candidates with a Han character rank by count x (ASCII count mass /
@@ -97,23 +97,15 @@ def raw_vocab(raw: X.Raw, na: np.ndarray, rule: str, m: int, covered_cap: int) -
 def _has_han(t: bytes) -> bool:
     if t.isascii():
         return False
-    s = t.decode("utf-8", "ignore")
-    return any("\u4e00" <= c <= "\u9fff" or "\u3400" <= c <= "\u4dbf" for c in s)
-
-
-def _ascii_phrase(t: bytes) -> bool:
-    """An ASCII candidate with a space between two non-spaces (several words)."""
-    return t.isascii() and any(t[i] == 0x20 and t[i - 1] != 0x20 and t[i + 1] != 0x20 for i in range(1, len(t) - 1))
+    return any("\u4e00" <= c <= "\u9fff" or "\u3400" <= c <= "\u4dbf" for c in t.decode("utf-8", "ignore"))
 
 
 def _han_context(t: bytes, any_context: bool) -> bool:
-    if t.isascii() or len(t) < 4:
+    if len(t) < 4 or not _has_han(t):
         return False
     try:
         s = t.decode("utf-8")
     except UnicodeDecodeError:
-        return False
-    if not any("\u4e00" <= c <= "\u9fff" or "\u3400" <= c <= "\u4dbf" for c in s):
         return False
     if any_context:
         return any(not (c.isalpha() or unicodedata.category(c)[0] == "M") for c in s)
@@ -254,7 +246,7 @@ def bpe_eval(size: str) -> Dict[str, Any]:
     p = X.OUT / "mix" / "variants" / f"bpe-{size}.json"
     if p.exists():
         return json.loads(p.read_text())["eval"]
-    return json.loads((C.RESULTS / "generalisation.json").read_text())["runs"][f"mix-{size}"]["eval"]["bpe"]
+    return C.recorded_bpe_eval("mix", size)
 
 
 def main() -> None:

@@ -38,6 +38,7 @@ from typing import Any, Dict, List, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common as C  # noqa: E402
+import frontier as F  # noqa: E402
 
 NAME = "targets"
 KINDS = ("indomain", "heldout")
@@ -47,26 +48,10 @@ ASCII_CATS = ("en", "sci", "math", "code")
 TARGETS = {"32k": {"zh": 0.10, "multi": 0.10, "en": 0.30, "sci": 0.30, "math": 0.30, "code": 0.30},
            "128k": {"zh": 0.10, "multi": 0.10, "en": 0.30, "sci": 0.30, "math": 0.30, "code": 0.30},
            "250k": {"zh": 0.10, "multi": 0.10, "en": 0.35, "sci": 0.35, "math": 0.35, "code": 0.35}}
-MIN_LANG_TRAIN_CHARS = 50_000
-MIN_LANG_EVAL_CHARS = 20_000
 
 
 def _load(name: str) -> Dict[str, Any]:
     return json.loads((C.RESULTS / f"{name}.json").read_text())
-
-
-def _below(cpt: Dict[str, Dict[str, float]], bpe: Dict[str, Dict[str, List[float]]],
-           train_chars: Dict[str, int]) -> Dict[str, List[str]]:
-    """Languages of multi below the BPE, per kind; ``cpt[kind][lang]``, ``bpe[kind][lang] = (cpt,
-    chars)`` (the criterion of frontier.langs_below)."""
-    out: Dict[str, List[str]] = {}
-    for kind in KINDS:
-        out[kind] = []
-        for lang, (b, chars) in sorted(bpe[kind].items()):
-            a = cpt[kind].get(lang)
-            if train_chars.get(lang, 0) > MIN_LANG_TRAIN_CHARS and chars >= MIN_LANG_EVAL_CHARS and a and a < b:
-                out[kind].append(f"{lang} {a / b - 1:+.1%}")
-    return out
 
 
 def _eval_row(source: str, label: str, core: Optional[str], ev: Dict[str, Any], bpe: Dict[str, Any],
@@ -75,11 +60,7 @@ def _eval_row(source: str, label: str, core: Optional[str], ev: Dict[str, Any], 
     ``cnfx.evaluate_sets`` (``ev[kind][cat]["cpt"]``, ``...["langs"][lang]``)."""
     cats = [c for c in bpe["indomain"] if c in ev["indomain"]]
     gain = {kind: {c: ev[kind][c]["cpt"] / bpe[kind][c]["cpt"] - 1 for c in cats} for kind in KINDS}
-    cpt = {kind: {lang: x["cpt"] for lang, x in ev[kind].get("multi", {}).get("langs", {}).items()}
-           for kind in KINDS}
-    bpe_langs = {kind: {lang: (x["cpt"], x["chars"]) for lang, x in
-                        bpe[kind].get("multi", {}).get("langs", {}).items()} for kind in KINDS}
-    below = _below(cpt, bpe_langs, train_chars) if "multi" in cats else {k: [] for k in KINDS}
+    below = F.langs_below(ev, bpe, train_chars) if "multi" in cats else {k: [] for k in KINDS}
     return {"source": source, "label": label, "core": (core or "")[:10], "gain": gain, "below": below}
 
 
@@ -138,7 +119,7 @@ def _raw_rule_rows(rr: Dict[str, Any], size: str, train_chars: Dict[str, int]) -
         below: Dict[str, List[str]] = {k: [] for k in KINDS}
         for b in x["below"]:
             lang, where, val = b.split(" ")
-            if train_chars.get(lang, 0) > MIN_LANG_TRAIN_CHARS:
+            if train_chars.get(lang, 0) > F.MIN_LANG_TRAIN_CHARS:
                 below["indomain" if where == "in" else "heldout"].append(f"{lang} {val}")
         label = (f"raw rule: {x['rule']}, {x['selection']}" + (f", T = {x['t']}" if x.get("t") else "")
                  + (f", {x['build']}" if x.get("build") else ""))
@@ -152,14 +133,17 @@ def _selection_rows(s: Dict[str, Any], size: str) -> List[Dict[str, Any]]:
     if not z:
         return []
     train_chars = s["train_chars"].get("multi", {})
-    bpe_langs = {kind: {lang: tuple(x) for lang, x in z["bpe_langs"][kind].get("multi", {}).items()}
-                 for kind in KINDS}
+    # selection.json's per-language numbers (cpt, and the BPE's [cpt, chars]) in the form of
+    # cnfx.evaluate_sets, for frontier.langs_below
+    bpe = {kind: {"multi": {"langs": {lang: {"cpt": c, "chars": n} for lang, (c, n) in
+                                      z["bpe_langs"][kind].get("multi", {}).items()}}} for kind in KINDS}
     rows = []
     for name, v in z["variants"].items():
-        cpt = {kind: v["langs"][kind].get("multi", {}) for kind in KINDS}
+        ev = {kind: {"multi": {"langs": {lang: {"cpt": c} for lang, c in v["langs"][kind].get("multi", {}).items()}}}
+              for kind in KINDS}
         rows.append({"source": "selection", "label": f"selection: {name}", "core": "",
                      "gain": {kind: dict(v[kind]) for kind in KINDS},
-                     "below": _below(cpt, bpe_langs, train_chars)})
+                     "below": F.langs_below(ev, bpe, train_chars)})
     return rows
 
 

@@ -108,8 +108,7 @@ def bpe_eval(corpus: str, size: str):
     cached = (X.OUT / corpus / f"bpe{X.SIZES[size] // 1000}k.hf-tokenizer.json.gz").exists()
     if not cached and not os.environ.get("THR_TRAIN_BPE"):
         try:
-            g = json.loads((C.RESULTS / "generalisation.json").read_text())
-            return g["runs"][f"{corpus}-{size}"]["eval"]["bpe"], "generalisation.json"
+            return C.recorded_bpe_eval(corpus, size), "generalisation.json"
         except (OSError, ValueError, KeyError):
             pass
     bpe = X.hf_bpe(corpus, P.train_paths(cats_of(corpus)), X.SIZES[size])
@@ -184,14 +183,14 @@ def render(res: Dict[str, Any], md: Path) -> None:
             cores = sorted({e["train"].get("params", {}).get("core", "")[:10] for e in r["by_t"].values()})
             L += [f"Trained by another build (core {', '.join(f'`{c}`' for c in cores)}: this repository with "
                   f"{r['trial']}; `python experiments/thresholds.py --import-trial OTHER.json LABEL`).", ""]
+        train_chars = multi_train_chars(r)
+        below = train_chars is not None
         if r.get("bpe_source") == "generalisation.json":
             L += ["BPE: its evaluation in [generalisation.json](generalisation.json) (the same BPE on the same "
                   "sets; its tokenizer was not cached on this machine)." + (
                       " *multi languages below the BPE*: languages with more than 50,000 training characters "
                       "and 20,000 evaluation characters (in = in-domain, held = held-out-by-package)."
-                      if multi_train_chars(r) is not None else ""), ""]
-        train_chars = multi_train_chars(r)
-        below = train_chars is not None
+                      if below else ""), ""]
         hdr = ["T"] + [f"in-domain {c}" for c in cats] + [f"held-out {c}" for c in cats] + \
               (["multi languages below the BPE"] if below else []) + \
               ["raw vocabulary", "round 2 / 3 retained", "wall s", "cpu s", "load"]
