@@ -10,7 +10,8 @@ time, and evaluates in-domain and held-out by package against the same-data BPE.
 
 ``THR_RUNS=en-32k,mix-32k`` picks the corpora and sizes, ``THR_T=80,20,5`` the thresholds,
 ``THR_SELECTION=refined`` the selection (default ``refined``), ``THR_RAW_X=20`` the raw vocabulary
-as a multiple of the vocabulary size (default: the trainer's). Tokenizers and timings are cached
+as a multiple of the vocabulary size (default: the trainer's), ``THR_NA_EXP=1.0`` the trainer's
+``non_ascii_exponent`` and ``THR_HAN=0.15`` its ``raw_han_exponent`` (default: the trainer's). Tokenizers and timings are cached
 under ``experiments/out/thresholds/``; results of earlier invocations are kept. The same-data BPE
 is evaluated when its tokenizer is cached; otherwise its evaluation is read from
 generalisation.json (the same BPE on the same sets; ``THR_TRAIN_BPE=1`` trains it instead).
@@ -40,7 +41,16 @@ THRESHOLDS = [int(x) for x in os.environ.get("THR_T", "80,40,20,10,5").split(","
 SELECTION = os.environ.get("THR_SELECTION", "refined")
 # raw_vocab_size as a multiple of vocab_size (default: the trainer's default, RAW_VOCAB_PER_TOKEN)
 RAW_X = int(os.environ["THR_RAW_X"]) if os.environ.get("THR_RAW_X") else None
-TAG = SELECTION + (f"-m{RAW_X}x" if RAW_X else "")
+# the trainer's non_ascii_exponent and raw_han_exponent (default: its defaults)
+NA_EXP = float(os.environ["THR_NA_EXP"]) if os.environ.get("THR_NA_EXP") else None
+HAN = float(os.environ["THR_HAN"]) if os.environ.get("THR_HAN") else 0.0
+TAG = SELECTION + (f"-m{RAW_X}x" if RAW_X else "") + (f"-e{NA_EXP:g}" if NA_EXP is not None else "") + \
+    (f"-han{HAN:g}" if HAN else "")
+
+
+def exponents() -> Dict[str, Any]:
+    """The exponents given to the trainer (only those set)."""
+    return ({"non_ascii_exponent": NA_EXP} if NA_EXP is not None else {}) | ({"raw_han_exponent": HAN} if HAN else {})
 PAPER_T = 80
 
 
@@ -58,7 +68,7 @@ def worker(corpus: str, size: str, t: str, selection: str, out: str) -> None:
     t0 = time.perf_counter()
     raw = {"raw_vocab_size": RAW_X * X.SIZES[size]} if RAW_X else {}
     tok = cnfmce.train(paths, vocab_size=X.SIZES[size], rounds=rounds_of(int(t)), selection=selection,
-                       progress=False, **raw)
+                       progress=False, **raw, **exponents())
     secs = time.perf_counter() - t0
     tok.save(out + ".cnfmce.json.gz")
     md = tok.metadata
@@ -73,13 +83,14 @@ def trained(corpus: str, size: str, t: int) -> Dict[str, Any]:
     OUT.mkdir(parents=True, exist_ok=True)
     base = OUT / f"{corpus}-{size}-t{t}-{TAG}"
     meta_p = base.with_suffix(".json")
-    params = {"t": t, "selection": SELECTION, **({"raw_x": RAW_X} if RAW_X else {}), "cnfmce": cnfmce.__version__,
+    params = {"t": t, "selection": SELECTION, **({"raw_x": RAW_X} if RAW_X else {}), **exponents(),
+              "cnfmce": cnfmce.__version__,
               "core": C._cmd(["git", "rev-parse", "HEAD:src"])}
     m = C.cached_training(base, params)
     if m is not None:
         return m
     gen = C.OUT / "gen" / f"{corpus}-{size}-after"
-    if t == PAPER_T and SELECTION == "refined" and not RAW_X:  # the paper's rounds: generalisation.py's *after* run
+    if t == PAPER_T and SELECTION == "refined" and not RAW_X and not exponents():  # the paper's rounds: generalisation.py's *after* run
         try:
             g = json.loads(gen.with_suffix(".json").read_text())
             if g.get("params", {}).get("core") == params["core"] and g["params"].get("config") == {"selection": "refined"}:
@@ -132,6 +143,7 @@ def run(args: Any) -> Dict[str, Any]:
         r = res["runs"].get(key, {"corpus": corpus, "size": size, "selection": SELECTION, "by_t": {}})
         if RAW_X:
             r["raw_x"] = RAW_X
+        r.update(exponents())
         r["bpe"], r["bpe_source"] = bpe_eval(corpus, size)
         st = P.materialize()["stats"]
         r["train_bytes"] = sum(st[c]["train"]["bytes"] for c in cats_of(corpus))
@@ -178,6 +190,7 @@ def render(res: Dict[str, Any], md: Path) -> None:
         cats = cats_of(r["corpus"])
         L += [f"## {r['corpus']} ({r['train_bytes'] / 1e6:.0f} MB of training text), {r['size']}, "
               f"selection=\"{r['selection']}\"" + (f", raw_vocab_size = {r['raw_x']} x vocab_size" if r.get("raw_x") else "")
+              + "".join(f", {k}={r[k]:g}" for k in ("non_ascii_exponent", "raw_han_exponent") if k in r)
               + (f", {r['trial']}" if r.get("trial") else ""), ""]
         if r.get("trial"):
             cores = sorted({e["train"].get("params", {}).get("core", "")[:10] for e in r["by_t"].values()})

@@ -43,6 +43,7 @@ mod mce;
 mod mem;
 mod options;
 mod probe;
+mod raw_cut;
 /// Corpus files (JSON lines, plain or gzip; text files) read into blocks of UTF-8 documents.
 pub mod read;
 mod refine;
@@ -66,9 +67,10 @@ pub use error::Error;
 pub(crate) use error::show_bytes;
 pub use filter::{BlockUsage, Filter, Selected};
 pub use mce::{token_preference, Encoder, Scratch};
+pub use raw_cut::{has_han, HAN_POOL_PER_RAW, MAX_RAW_HAN_EXPONENT};
 pub use options::{Algorithm, Options, DEFAULT_BOUNDARY_PENALTY};
 pub use refine::{
-    SelectionRule, CHAR_COVERAGE, CHAR_COVERAGE_SHARE, NON_ASCII_SHARE_EXPONENT, REFINE_STEPS, SCRIPT_SHARE_EXPONENT,
+    SelectionRule, CHAR_COVERAGE, CHAR_COVERAGE_SHARE, MAX_NON_ASCII_EXPONENT, NON_ASCII_SHARE_EXPONENT, REFINE_STEPS, SCRIPT_SHARE_EXPONENT,
 };
 pub use tiktoken::tiktoken_entries;
 pub use tokenizer::{OffsetUnit, SpecialMatcher, Tokenizer};

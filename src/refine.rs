@@ -153,6 +153,9 @@ pub const SCRIPT_SHARE_EXPONENT: f64 = 0.25;
 /// (module documentation, step 5).
 pub const NON_ASCII_SHARE_EXPONENT: f64 = 0.5;
 
+/// The largest exponent of step 5 a training run accepts (`TrainConfig::non_ascii_exponent`).
+pub const MAX_NON_ASCII_EXPONENT: f64 = 4.0;
+
 /// The script of a token (module documentation, step 4): the one script of its characters that
 /// are neither Common nor Inherited; `None` without such a character, with two scripts, or for
 /// bytes that are not UTF-8.
@@ -195,8 +198,9 @@ pub fn script_weights(vocab: &crate::vocab::Vocab, usage: &[u64]) -> Vec<f64> {
 }
 
 /// The weight of every id of `vocab` (module documentation, step 5) from the usage of the pass
-/// just made, indexed by id.
-pub fn non_ascii_weights(vocab: &crate::vocab::Vocab, usage: &[u64]) -> Vec<f64> {
+/// just made, indexed by id; `exponent`: [`NON_ASCII_SHARE_EXPONENT`] unless the run gives
+/// another.
+pub fn non_ascii_weights(vocab: &crate::vocab::Vocab, usage: &[u64], exponent: f64) -> Vec<f64> {
     let mut ascii = vec![true; usage.len()];
     let (mut mass_a, mut mass_n) = (0u128, 0u128);
     for (id, tok) in vocab.iter() {
@@ -209,7 +213,7 @@ pub fn non_ascii_weights(vocab: &crate::vocab::Vocab, usage: &[u64]) -> Vec<f64>
         }
     }
     let (lo, hi) = (mass_a.min(mass_n), mass_a.max(mass_n));
-    let w = if lo > 0 && hi > lo { (hi as f64 / lo as f64).powf(NON_ASCII_SHARE_EXPONENT) } else { 1.0 };
+    let w = if lo > 0 && hi > lo { (hi as f64 / lo as f64).powf(exponent) } else { 1.0 };
     // the smaller group is weighted (ASCII when the text is mostly multi-byte)
     let weighted_ascii = mass_a < mass_n;
     ascii.into_iter().map(|a| if a == weighted_ascii { w } else { 1.0 }).collect()
@@ -438,20 +442,23 @@ mod tests {
         usage[id(b"x")] = 40;
         usage[2] = 75; // non-ASCII 75 + 25 = 100
         usage[3] = 25;
-        let w = non_ascii_weights(enc.vocab(), &usage);
+        let w = non_ascii_weights(enc.vocab(), &usage, NON_ASCII_SHARE_EXPONENT);
         let g = 4f64.powf(NON_ASCII_SHARE_EXPONENT);
         assert_eq!(&w[..5], &[1.0, 1.0, g, g, 1.0]);
         assert_eq!((w[id(&[0xe4])], w[id(b"x")]), (g, 1.0)); // a high byte is non-ASCII
+        // the exponent of the run: 1 weighs the smaller group by the whole ratio, 0 not at all
+        assert_eq!(&non_ascii_weights(enc.vocab(), &usage, 1.0)[..5], &[1.0, 1.0, 4.0, 4.0, 1.0]);
+        assert!(non_ascii_weights(enc.vocab(), &usage, 0.0).iter().all(|&x| x == 1.0));
         // mostly multi-byte text: the ASCII tokens are weighted
         usage[2] = 1600;
-        let w = non_ascii_weights(enc.vocab(), &usage);
+        let w = non_ascii_weights(enc.vocab(), &usage, NON_ASCII_SHARE_EXPONENT);
         let g = (1625f64 / 400.0).powf(NON_ASCII_SHARE_EXPONENT);
         assert_eq!(&w[..5], &[g, g, 1.0, 1.0, g]);
         // equal masses, or no text of one group: no weight
         usage[2] = 375;
-        assert!(non_ascii_weights(enc.vocab(), &usage).iter().all(|&x| x == 1.0));
+        assert!(non_ascii_weights(enc.vocab(), &usage, NON_ASCII_SHARE_EXPONENT).iter().all(|&x| x == 1.0));
         let zero = vec![0u64; usage.len()];
-        assert!(non_ascii_weights(enc.vocab(), &zero).iter().all(|&x| x == 1.0));
+        assert!(non_ascii_weights(enc.vocab(), &zero, NON_ASCII_SHARE_EXPONENT).iter().all(|&x| x == 1.0));
         assert_eq!(SelectionRule::parse("refined-non-ascii").unwrap(), SelectionRule::RefinedNonAscii);
         assert_eq!(SelectionRule::RefinedNonAscii.name(), "refined-non-ascii");
         assert!(SelectionRule::RefinedNonAscii.refines());

@@ -30,7 +30,8 @@ use crate::count::{BlockCounts, RoundSelector, Selection};
 use crate::error::Error;
 use crate::filter::{BlockUsage, Filter, Selected};
 use crate::options::{Algorithm, Options};
-use crate::refine::{self, SelectionRule};
+use crate::raw_cut;
+use crate::refine::{self, SelectionRule, NON_ASCII_SHARE_EXPONENT};
 use crate::tokenizer::Tokenizer;
 
 /// `vocab_size` when none is given (the paper's 250,000).
@@ -80,6 +81,14 @@ pub struct TrainConfig {
     /// [`SelectionRule::Refined`] (character coverage over every counted character, refining
     /// passes, tokens saved; see [`crate::refine`]).
     pub selection: SelectionRule,
+    /// The exponent of the ASCII / non-ASCII normalisation of [`SelectionRule::RefinedNonAscii`]
+    /// (`crate::refine` step 5; default [`NON_ASCII_SHARE_EXPONENT`]); another value needs that
+    /// selection.
+    pub non_ascii_exponent: f64,
+    /// The Han weighting of the raw vocabulary's cut ([`crate::raw_cut`]): 0, the default, is the
+    /// paper's cut by count; above 0, counting keeps [`crate::HAN_POOL_PER_RAW`] times
+    /// `raw_vocab_size` candidates and the cut ranks them by Han-weighted count.
+    pub raw_han_exponent: f64,
 }
 
 impl Default for TrainConfig {
@@ -93,6 +102,8 @@ impl Default for TrainConfig {
             memory_budget: DEFAULT_MEMORY_BUDGET,
             tmp_dir: None,
             selection: SelectionRule::default(),
+            non_ascii_exponent: NON_ASCII_SHARE_EXPONENT,
+            raw_han_exponent: 0.0,
         }
     }
 }
@@ -103,6 +114,26 @@ impl TrainConfig {
         validate_rounds(&self.rounds)?;
         if self.raw_vocab_size == Some(0) {
             return Err(Error::Value("raw_vocab_size must be a positive int, got 0".into()));
+        }
+        let e = self.non_ascii_exponent;
+        if !(e.is_finite() && (0.0..=refine::MAX_NON_ASCII_EXPONENT).contains(&e)) {
+            return Err(Error::Value(format!(
+                "non_ascii_exponent must be a number from 0 to {}, got {e}",
+                refine::MAX_NON_ASCII_EXPONENT
+            )));
+        }
+        if e != NON_ASCII_SHARE_EXPONENT && self.selection != SelectionRule::RefinedNonAscii {
+            return Err(Error::Value(format!(
+                "non_ascii_exponent is an exponent of selection='refined-non-ascii', not of selection='{}'",
+                self.selection.name()
+            )));
+        }
+        let h = self.raw_han_exponent;
+        if !(h.is_finite() && (0.0..=raw_cut::MAX_RAW_HAN_EXPONENT).contains(&h)) {
+            return Err(Error::Value(format!(
+                "raw_han_exponent must be a number from 0 to {}, got {h}",
+                raw_cut::MAX_RAW_HAN_EXPONENT
+            )));
         }
         let mut seen = std::collections::HashSet::new();
         for s in &self.special_tokens {
@@ -240,7 +271,8 @@ impl Trainer {
                 (d.clone(), Some(d))
             }
         };
-        let counter = Counter::new(config.rounds.clone(), raw, config.memory_budget, tmp)?;
+        let pool = raw_cut::pool_size(raw, config.raw_han_exponent);
+        let counter = Counter::new(config.rounds.clone(), pool, config.memory_budget, tmp)?;
         Ok(Trainer {
             config,
             stage: Stage::Counting(counter),
@@ -275,6 +307,11 @@ impl Trainer {
             Stage::Counting(c) if c.round() == 0 && self.current.is_none() => {}
             _ => return Err(Error::Value("counts can only be given before the first pass".into())),
         }
+        if self.config.raw_han_exponent > 0.0 && self.config.raw_vocab_size.is_none() {
+            return Err(Error::Value(
+                "raw_han_exponent weights the raw vocabulary's cut: give raw_vocab_size with the counts".into(),
+            ));
+        }
         let mut given: std::collections::BTreeMap<Vec<u8>, u64> = Default::default();
         for (t, c) in chars {
             if !refine::one_multibyte_char(&t) {
@@ -287,7 +324,6 @@ impl Trainer {
                 return Err(Error::Value(format!("character {} is given twice", crate::show_bytes(&t))));
             }
         }
-        let mut counts = counts;
         // coverage ranks every character of the counts given, as counting ranks every character
         // it counted, whatever the raw vocabulary's cut
         for (t, c) in counts.iter().filter(|(t, _)| refine::one_multibyte_char(t)) {
@@ -295,12 +331,7 @@ impl Trainer {
         }
         let chars: Vec<(Vec<u8>, u64)> = given.into_iter().collect();
         self.set_covered(&chars);
-        if let Some(l) = self.config.raw_vocab_size.filter(|&l| l < counts.len()) {
-            // the raw vocabulary's candidates (Filter::rank's order)
-            use rayon::slice::ParallelSliceMut;
-            counts.par_sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-            counts.truncate(l);
-        }
+        let mut counts = raw_cut::cut(counts, self.config.raw_vocab_size, self.config.raw_han_exponent);
         self.add_covered(&mut counts, &chars);
         let raw = Filter::rank(counts, None)?;
         self.stage = Stage::Filtering(Filter::new(raw, self.filter_options())?);
@@ -491,6 +522,8 @@ impl Trainer {
             let chars = c.char_counts().to_vec();
             // The counter (and its memory) goes before the filter is built.
             self.stage = Stage::Empty;
+            let raw = self.config.raw_vocab_size.unwrap_or_else(|| default_raw_vocab_size(self.config.vocab_size));
+            counts = raw_cut::cut(counts, Some(raw), self.config.raw_han_exponent);
             self.set_covered(&chars);
             self.add_covered(&mut counts, &chars);
             let raw = Filter::rank(counts, None)?;
@@ -552,7 +585,9 @@ impl Trainer {
         let usage = f.usage();
         let weight = match self.config.selection {
             SelectionRule::RefinedScripts => Some(refine::script_weights(f.encoder().vocab(), &usage)),
-            SelectionRule::RefinedNonAscii => Some(refine::non_ascii_weights(f.encoder().vocab(), &usage)),
+            SelectionRule::RefinedNonAscii => {
+                Some(refine::non_ascii_weights(f.encoder().vocab(), &usage, self.config.non_ascii_exponent))
+            }
             _ => None,
         };
         let score = refine::saved_scores(f.encoder(), &usage, keep, weight.as_deref());
@@ -926,6 +961,110 @@ mod tests {
         assert_eq!(toks, want);
     }
 
+    /// The Han-weighted cut (crate::raw_cut): counting keeps the pool, the cut keeps the Han
+    /// candidates the paper's cut leaves just below the line, and `train` equals
+    /// `train_from_counts(count(pool), raw_vocab_size)`; the raw vocabulary is the cut of the
+    /// pool, recomputed here from the counter's result.
+    #[test]
+    fn han_weighted_cut() {
+        let mut docs: Vec<String> = Vec::new();
+        for i in 0..40 {
+            docs.push(format!("the cat number {i} sat on the mat and the dog ran {} times", i % 7));
+            if i % 4 == 0 {
+                docs.push(format!("我们的数据{}和中文的分词", ["很好", "不错", "一般"][i % 3]));
+            }
+        }
+        let bytes: Vec<&[u8]> = docs.iter().map(|d| d.as_bytes()).collect();
+        let rounds = vec![Round { min_len: 1, max_len: 12, threshold: 0 }, Round { min_len: 13, max_len: 24, threshold: 2 }];
+        let config = |e: f64, selection| TrainConfig {
+            vocab_size: 300,
+            raw_vocab_size: Some(120),
+            rounds: rounds.clone(),
+            raw_han_exponent: e,
+            selection,
+            ..TrainConfig::default()
+        };
+        let mut c = Counter::new(rounds.clone(), 480, 1 << 30, std::env::temp_dir()).unwrap();
+        for _ in 0..2 {
+            c.begin_round().unwrap();
+            c.add(&bytes).unwrap();
+            c.end_round().unwrap();
+        }
+        let pool: Vec<(Vec<u8>, u64)> = c.result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
+        let chars = c.char_counts().to_vec();
+        let raw_of = |t: &Trainer| {
+            let Stage::Filtering(f) = &t.stage else { panic!("filtering next") };
+            let mut v: Vec<Vec<u8>> = f.vocab().iter().map(|(_, b)| b.to_vec()).collect();
+            v.sort();
+            v
+        };
+        let run_counting = |cfg: TrainConfig| {
+            let mut t = Trainer::new(cfg).unwrap();
+            while matches!(t.next_pass(), Some(Pass::Count { .. })) {
+                t.begin_pass().unwrap();
+                t.add(&bytes).unwrap();
+                t.end_pass().unwrap();
+            }
+            t
+        };
+        let paper = raw_of(&run_counting(config(0.0, SelectionRule::Paper)));
+        let weighted = raw_of(&run_counting(config(1.0, SelectionRule::Paper)));
+        let han = |v: &[Vec<u8>]| v.iter().filter(|t| crate::has_han(t)).count();
+        assert!(han(&weighted) > han(&paper), "{} Han candidates, the paper's cut {}", han(&weighted), han(&paper));
+        let mut want: Vec<Vec<u8>> = raw_cut::cut(pool.clone(), Some(120), 1.0).into_iter().map(|x| x.0).collect();
+        let missing: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).filter(|b| !want.contains(b)).collect();
+        want.extend(missing);
+        want.sort();
+        assert_eq!(weighted, want);
+        for selection in [SelectionRule::Paper, SelectionRule::RefinedNonAscii] {
+            let local = train(|| docs.iter(), config(1.0, selection)).unwrap();
+            let mut t = Trainer::new(config(1.0, selection)).unwrap();
+            t.use_counts_and_chars(pool.clone(), chars.clone()).unwrap();
+            assert_eq!(vocabulary(&t.finish_all(&bytes).tokenizer), vocabulary(&local), "{selection:?}");
+            let plain = train(|| docs.iter(), config(0.0, selection)).unwrap();
+            assert_ne!(vocabulary(&plain), vocabulary(&local), "{selection:?}");
+        }
+        // given counts need a raw_vocab_size to cut
+        let mut t = Trainer::new(TrainConfig { raw_vocab_size: None, ..config(1.0, SelectionRule::Paper) }).unwrap();
+        let e = t.use_counts(pool.clone()).err().expect("refused");
+        assert!(e.to_string().contains("raw_vocab_size"), "{e}");
+    }
+
+    /// `non_ascii_exponent` weighs the smaller group of selection="refined-non-ascii" by that
+    /// power of the usage ratio: 0 is selection="refined", another value another vocabulary.
+    #[test]
+    fn non_ascii_exponent_of_the_run() {
+        // mostly ASCII words, some Greek: the two groups compete for the last ids
+        let latin = ["alpha", "river", "stone", "window", "garden", "yellow", "market", "silver", "planet", "castle"];
+        let greek = ["ποτάμι", "πέτρα", "κήπος", "αγορά", "ασήμι", "κάστρο"];
+        let mut state = 7u64;
+        let mut next = move || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) as usize
+        };
+        let docs: Vec<String> = (0..300)
+            .map(|i| {
+                let words = if i % 5 == 0 { &greek[..] } else { &latin[..] };
+                (0..8).map(|_| words[next() % words.len()]).collect::<Vec<_>>().join(" ")
+            })
+            .collect();
+        let cfg = |e: f64| TrainConfig {
+            vocab_size: 290,
+            raw_vocab_size: Some(2000),
+            rounds: vec![Round { min_len: 1, max_len: 14, threshold: 0 }],
+            selection: SelectionRule::RefinedNonAscii,
+            non_ascii_exponent: e,
+            ..TrainConfig::default()
+        };
+        let default = train(|| docs.iter(), cfg(NON_ASCII_SHARE_EXPONENT)).unwrap();
+        let implicit = TrainConfig { non_ascii_exponent: TrainConfig::default().non_ascii_exponent, ..cfg(0.0) };
+        assert_eq!(vocabulary(&train(|| docs.iter(), implicit).unwrap()), vocabulary(&default));
+        let non_ascii = |t: &Tokenizer| t.vocab().iter().filter(|(_, b)| b.len() > 1 && !b.is_ascii()).count();
+        let (none, strong) = (train(|| docs.iter(), cfg(0.0)).unwrap(), train(|| docs.iter(), cfg(3.0)).unwrap());
+        assert!(non_ascii(&strong) > non_ascii(&none), "{} non-ASCII ids with 3, {} with 0", non_ascii(&strong), non_ascii(&none));
+        assert!(non_ascii(&strong) >= non_ascii(&default) && non_ascii(&default) >= non_ascii(&none));
+    }
+
     #[test]
     fn checks_come_first() {
         let bad = |f: fn(&mut TrainConfig)| {
@@ -938,6 +1077,18 @@ mod tests {
         bad(|c| c.special_tokens = vec![String::new()]);
         bad(|c| c.raw_vocab_size = Some(0));
         bad(|c| c.rounds = vec![]);
+        bad(|c| c.non_ascii_exponent = 1.0); // not the selection's
+        bad(|c| {
+            c.selection = SelectionRule::RefinedNonAscii;
+            c.non_ascii_exponent = f64::NAN
+        });
+        bad(|c| {
+            c.selection = SelectionRule::RefinedNonAscii;
+            c.non_ascii_exponent = -0.5
+        });
+        bad(|c| c.raw_han_exponent = 4.5);
+        bad(|c| c.raw_han_exponent = f64::INFINITY);
+        bad(|c| c.raw_han_exponent = -1.0);
         let mut t = Trainer::new(config()).unwrap();
         assert!(t.add(&[b"x"]).is_err()); // no pass begun
         assert!(t.end_pass().is_err());

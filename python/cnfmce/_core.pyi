@@ -13,6 +13,9 @@ DEFAULT_COUNT_RAW_VOCAB_SIZE: int
 RAW_VOCAB_PER_TOKEN: int
 SCRIPT_SHARE_EXPONENT: float
 NON_ASCII_SHARE_EXPONENT: float
+MAX_NON_ASCII_EXPONENT: float
+HAN_POOL_PER_RAW: int
+MAX_RAW_HAN_EXPONENT: float
 DEFAULT_MEMORY_BUDGET: int
 
 _Round = Tuple[int, int, int]
@@ -154,6 +157,8 @@ class Trainer:
         tmp_dir: Optional[str] = None,
         num_threads: Optional[int] = None,
         selection: Optional[str] = None,
+        non_ascii_exponent: Optional[float] = None,
+        raw_han_exponent: float = 0.0,
     ) -> None: ...
     def use_counts(
         self,

@@ -2,7 +2,7 @@
 
 ::
 
-    cnfmce train -o TOKENIZER --vocab-size N [--raw-vocab-size M] [--selection paper|refined|refined-scripts|refined-non-ascii] [--threads T] INPUT...
+    cnfmce train -o TOKENIZER --vocab-size N [--raw-vocab-size M] [--selection paper|refined|refined-scripts|refined-non-ascii] [--non-ascii-exponent E] [--raw-han-exponent A] [--threads T] INPUT...
     cnfmce count -o COUNTS [--raw-vocab-size M] [--threads T] INPUT...
     cnfmce train -o TOKENIZER --vocab-size N --counts COUNTS INPUT...
     cnfmce encode -t TOKENIZER [INPUT...]     # one JSON list of ids per input document
@@ -118,6 +118,17 @@ def _positive_int(s: str) -> int:
     return v
 
 
+def _exponent(s: str) -> float:
+    """An exponent of training: a number from 0 to 4."""
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+    if not 0 <= v <= 4:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 4, got {s!r}")
+    return v + 0.0
+
+
 def _penalty(s: str) -> float:
     try:
         v = float(s)
@@ -188,7 +199,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"no such counts file: {args.counts}" if not os.path.exists(args.counts)
                                 else f"the counts file is a directory: {args.counts}")
     opts = dict(algorithm=args.algorithm, boundary_penalty=args.boundary_penalty,
-                selection=args.selection)
+                selection=args.selection, non_ascii_exponent=args.non_ascii_exponent,
+                raw_han_exponent=args.raw_han_exponent)
     if args.counts and (args.rounds is not None or args.memory_limit is not None):
         raise ValueError("--rounds and --memory-limit apply to counting; they cannot be combined "
                          "with --counts (the counts are already made)")
@@ -401,6 +413,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "with tokens saved normalised by each script's share) or refined-non-ascii "
                         "(refined with the tokens saved of the smaller of the ASCII and non-ASCII "
                         "groups weighted up by their usage ratio)")
+    t.add_argument("--non-ascii-exponent", type=_exponent, default=None, metavar="E",
+                   help="with --selection refined-non-ascii: the power of the usage ratio that "
+                        "weighs the smaller group (default 0.5; 1 weighs both groups equally)")
+    t.add_argument("--raw-han-exponent", type=_exponent, default=0.0, metavar="A",
+                   help="Han-weighted raw cut: candidates with a Han character rank by count x "
+                        "(ASCII count / non-ASCII count)^A among 4x --raw-vocab-size counted "
+                        "candidates (default 0: the paper's cut by count; see docs/spec.md)")
     t.add_argument("--boundary-penalty", type=_penalty, default=DEFAULT_BOUNDARY_PENALTY, metavar="LAMBDA",
                    help=f"λ (default {DEFAULT_BOUNDARY_PENALTY})")
     t.add_argument("inputs", nargs="+", metavar="INPUT", help=inputs_help)

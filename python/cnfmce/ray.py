@@ -1005,10 +1005,8 @@ def _filter_and_finish(run: _Run, trainer: Any, opts: Any, meta: Dict[str, Any],
                         raw_vocabulary=report["raw_vocab_size"], filtering=filtering,
                         selection=report["selection"], refining=refining,
                         covered_characters=report["covered_characters"])
-    if report["selection"] != "paper":  # covered characters below the raw_vocab_size cut
-        tok.metadata["covered_beyond_cut"] = report["covered_beyond_cut"]
-    if report["selection"] == "refined-non-ascii":  # fallback prefixes added to the raw vocabulary
-        tok.metadata["fallback_prefixes"] = report["fallback_prefixes"]
+    from .training import _report_metadata
+    _report_metadata(tok, report)
     return tok
 
 
@@ -1021,23 +1019,25 @@ def train(inputs: Any, vocab_size: int = _core.DEFAULT_VOCAB_SIZE,
           tmp_dir: Optional[str] = None, *, ray_address: Optional[str] = None,
           field: str = "text", block_size: Optional[Union[int, str]] = None,
           num_partitions: Optional[int] = None, cpus_per_task: int = 1,
-          _kill_once: Optional[str] = None, selection: str = "paper") -> Tokenizer:
+          _kill_once: Optional[str] = None, selection: str = "paper",
+          non_ascii_exponent: Optional[float] = None, raw_han_exponent: float = 0.0) -> Tokenizer:
     """:func:`cnfmce.train` on a Ray cluster (also ``cnfmce.train(..., backend="ray")``): the
     same vocabulary, byte for byte, whatever the number of workers, blocks and partitions.
     The Ray arguments are those of :func:`count`."""
-    from .training import _check_threads, _warn_rounds
+    from .training import _check_threads, _exponents, _raw_pool, _warn_rounds
     from .workdir import work_dir as _work_dir
     opts = _check_options(algorithm, boundary_penalty, token_preference)
+    exps = _exponents(non_ascii_exponent, raw_han_exponent)
     with _work_dir(None) as tmp:
         trainer = _core.Trainer(vocab_size, raw_vocab_size, rounds, special_tokens, opts,
                                 1 << 30, os.path.join(tmp, ""), _check_threads(num_threads),
-                                selection)
+                                selection, **exps)
         try:
             _warn_rounds(trainer.rounds)
             run = _Run(inputs, ray_address, field, block_size, num_partitions, memory_limit,
                        tmp_dir, cpus_per_task, progress, _kill_once)
             m = raw_vocab_size if raw_vocab_size is not None else _core.default_raw_vocab_size(vocab_size)
-            meta = {"counting": _counting_meta(trainer.rounds, m, run)}
+            meta = {"counting": _counting_meta(trainer.rounds, _raw_pool(m, exps["raw_han_exponent"]), run)}
             t0 = time.perf_counter()
             n = len(trainer.rounds)
             while True:
@@ -1059,15 +1059,17 @@ def train_from_counts(counts: Any, inputs: Any, vocab_size: int = _core.DEFAULT_
                       token_preference: bool = True, tmp_dir: Optional[str] = None, *,
                       ray_address: Optional[str] = None, field: str = "text",
                       block_size: Optional[Union[int, str]] = None, cpus_per_task: int = 1,
-                      selection: str = "paper") -> Tokenizer:
+                      selection: str = "paper", non_ascii_exponent: Optional[float] = None,
+                      raw_han_exponent: float = 0.0) -> Tokenizer:
     """:func:`cnfmce.train_from_counts` with the filtering pass on a Ray cluster (counts: a
     mapping, a counts file or parquet counts, as locally)."""
-    from .training import _counts_trainer
+    from .training import _counts_trainer, _exponents
     from .workdir import work_dir as _work_dir
     opts = _check_options(algorithm, boundary_penalty, token_preference)
+    exps = _exponents(non_ascii_exponent, raw_han_exponent)
     with _work_dir(None) as tmp:
         trainer = _counts_trainer(counts, vocab_size, raw_vocab_size, special_tokens, opts, tmp,
-                                  num_threads, selection)
+                                  num_threads, selection, **exps)
         try:
             run = _Run(inputs, ray_address, field, block_size, None, None, tmp_dir,
                        cpus_per_task, progress)

@@ -50,6 +50,39 @@ def _check_positive(name: str, v: Any) -> int:
     return v
 
 
+def _check_exponent(name: str, v: Any) -> float:
+    """A number for one of the exponents of training (the core checks its range)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"{name} must be a number, got {type(v).__name__}")
+    return float(v)
+
+
+def _exponents(non_ascii_exponent: Optional[float], raw_han_exponent: float) -> Dict[str, Any]:
+    """The trainer's keyword arguments for the two exponents, checked."""
+    return {"non_ascii_exponent": None if non_ascii_exponent is None
+            else _check_exponent("non_ascii_exponent", non_ascii_exponent),
+            "raw_han_exponent": _check_exponent("raw_han_exponent", raw_han_exponent)}
+
+
+def _raw_pool(raw_vocab_size: Optional[int], raw_han_exponent: float) -> Optional[int]:
+    """The candidates to hold for a raw vocabulary of ``raw_vocab_size``: the pool of the
+    Han-weighted cut (``cnfmce._core.HAN_POOL_PER_RAW`` times as many) when it is on."""
+    if raw_vocab_size is None or not raw_han_exponent:
+        return raw_vocab_size
+    return raw_vocab_size * _core.HAN_POOL_PER_RAW
+
+
+def _report_metadata(tok: Tokenizer, report: Dict[str, Any]) -> None:
+    """The selection's part of a trained tokenizer's metadata (local and Ray runs)."""
+    if report["selection"] != "paper":  # covered characters below the raw_vocab_size cut
+        tok.metadata["covered_beyond_cut"] = report["covered_beyond_cut"]
+    if report["selection"] == "refined-non-ascii":  # fallback prefixes added to the raw vocabulary
+        tok.metadata["fallback_prefixes"] = report["fallback_prefixes"]
+        tok.metadata["non_ascii_exponent"] = report["non_ascii_exponent"]
+    if report["raw_han_exponent"]:
+        tok.metadata["raw_han_exponent"] = report["raw_han_exponent"]
+
+
 def _check_threads(num_threads: Optional[int]) -> Optional[int]:
     """None (all cores) or a positive int, lowered to :func:`cnfmce.tokenizer.max_threads`."""
     return useful_threads(num_threads)
@@ -168,6 +201,7 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
                       raw_vocab_size: Optional[int] = None, algorithm: str = "mce",
                       boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True,
                       tmp_dir: Optional[str] = None, selection: str = "paper", backend: str = "local",
+                      non_ascii_exponent: Optional[float] = None, raw_han_exponent: float = 0.0,
                       **backend_options: Any) -> Tokenizer:
     """The filtering phase of CNF: encodes ``inputs`` with MCE over the raw vocabulary
     (``counts``: a mapping bytes -> count, or the path of a counts file; the best
@@ -197,17 +231,30 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
     vocabulary, for every counted character of 3 or 4 bytes, the prefixes of its bytes from 2
     bytes to all but the last, so that a character without a token can cost 2 tokens instead of
     its 3 or 4 bytes (step 6, ``docs/results/byte_fallback.md``,
-    ``docs/results/script_balance_128k.md``)."""
+    ``docs/results/script_balance_128k.md``). ``non_ascii_exponent`` (``"refined-non-ascii"``
+    only; None: ``cnfmce._core.NON_ASCII_SHARE_EXPONENT``, 0.5) is the power of that ratio: 1
+    weighs the two groups' usage equally, 0 is ``"refined"`` with the prefixes.
+
+    ``raw_han_exponent`` (any selection; 0, the default, is the paper's cut) makes the cut of
+    the counts to ``raw_vocab_size`` (which must then be given) Han-weighted: of the best
+    ``cnfmce._core.HAN_POOL_PER_RAW * raw_vocab_size`` counts, each candidate with a Han
+    character has its count multiplied by ``(ASCII count / non-ASCII count) ^ raw_han_exponent``
+    (the summed counts of the pool's ASCII and other candidates; no weight when the ASCII count
+    is not the larger), and the best ``raw_vocab_size`` by that weighted count are the raw
+    vocabulary (src/raw_cut.rs). On a mix that is mostly ASCII it brings in the Chinese words
+    the paper's cut leaves just below the line (``docs/results/raw_rule.md``)."""
     if _backend(backend, backend_options, "train_from_counts") is not None:
         from . import ray as _ray_backend
         return _ray_backend.train_from_counts(counts, inputs, vocab_size, special_tokens, num_threads,
                                               progress, raw_vocab_size, algorithm, boundary_penalty,
                                               token_preference, tmp_dir, selection=selection,
-                                              **backend_options)
+                                              non_ascii_exponent=non_ascii_exponent,
+                                              raw_han_exponent=raw_han_exponent, **backend_options)
     opts = _check_options(algorithm, boundary_penalty, token_preference)
+    exps = _exponents(non_ascii_exponent, raw_han_exponent)
     with work_dir(tmp_dir) as tmp:
         trainer = _counts_trainer(counts, vocab_size, raw_vocab_size, special_tokens, opts, tmp,
-                                  num_threads, selection)
+                                  num_threads, selection, **exps)
         try:
             corpus = Corpus(inputs, tmp)
             return _run(trainer, corpus, progress, {}, vocab_size)
@@ -217,15 +264,18 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
 
 def _counts_trainer(counts: Any, vocab_size: int, raw_vocab_size: Optional[int],
                     special_tokens: Sequence[str], opts: Any, tmp: str,
-                    num_threads: Optional[int], selection: str) -> "_core.Trainer":
+                    num_threads: Optional[int], selection: str, non_ascii_exponent: Optional[float] = None,
+                    raw_han_exponent: float = 0.0) -> "_core.Trainer":
     """The trainer of :func:`train_from_counts` (local and Ray backends), its counting done by
     ``counts`` (a mapping, a counts file or parquet counts, loaded through ``tmp``): only the
     filtering passes are left. The caller closes it."""
     trainer = _core.Trainer(vocab_size, raw_vocab_size, None, special_tokens, opts,
                             tmp_dir=os.path.join(tmp, ""), num_threads=_check_threads(num_threads),
-                            selection=selection)
+                            selection=selection, non_ascii_exponent=non_ascii_exponent,
+                            raw_han_exponent=raw_han_exponent)
     try:
-        trainer.use_counts(*load_any_counts(counts, raw_vocab_size, tmp, _memory(None)[1]))
+        pool = _raw_pool(raw_vocab_size, raw_han_exponent)
+        trainer.use_counts(*load_any_counts(counts, pool, tmp, _memory(None)[1]))
     except BaseException:
         trainer.close()
         raise
@@ -285,10 +335,7 @@ def _run(trainer: "_core.Trainer", corpus: "Corpus", progress: bool, meta: Dict[
     tok.metadata.update(trainer="cnfmce", vocab_size=vocab_size, raw_vocabulary=raw_size,
                         filtering=filtering, selection=report["selection"],
                         refining=refining, covered_characters=report["covered_characters"])
-    if report["selection"] != "paper":  # covered characters below the raw_vocab_size cut
-        tok.metadata["covered_beyond_cut"] = report["covered_beyond_cut"]
-    if report["selection"] == "refined-non-ascii":  # fallback prefixes added to the raw vocabulary
-        tok.metadata["fallback_prefixes"] = report["fallback_prefixes"]
+    _report_metadata(tok, report)
     return tok
 
 
@@ -298,6 +345,7 @@ def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_
           memory_limit: Optional[int] = None, algorithm: str = "mce",
           boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True,
           tmp_dir: Optional[str] = None, selection: str = "paper", backend: str = "local",
+          non_ascii_exponent: Optional[float] = None, raw_han_exponent: float = 0.0,
           **backend_options: Any) -> Tokenizer:
     """Trains a CNF vocabulary (SPEC section 4) and returns its :class:`Tokenizer`.
 
@@ -308,7 +356,12 @@ def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_
     included), ordered by usage in the filtering pass, special tokens last. ``raw_vocab_size``
     None means ``cnfmce._core.default_raw_vocab_size(vocab_size)`` (a multiple of ``vocab_size``).
     ``selection``: ``"paper"`` (the default: the paper's filtering, SPEC section 4),
-    ``"refined"``, ``"refined-scripts"`` or ``"refined-non-ascii"``, as in :func:`train_from_counts`. The same inputs give the same vocabulary
+    ``"refined"``, ``"refined-scripts"`` or ``"refined-non-ascii"``, as in :func:`train_from_counts`,
+    and so are ``non_ascii_exponent`` and ``raw_han_exponent``; with ``raw_han_exponent`` above 0
+    counting keeps ``cnfmce._core.HAN_POOL_PER_RAW * raw_vocab_size`` candidates (the pool of
+    the Han-weighted cut), so ``train(inputs, raw_vocab_size=m, raw_han_exponent=a)`` equals
+    ``train_from_counts(count(inputs, raw_vocab_size=4 * m), inputs, raw_vocab_size=m,
+    raw_han_exponent=a)``. The same inputs give the same vocabulary
     whatever ``num_threads`` and whatever the order of the documents.
 
     ``backend="ray"`` trains on a Ray cluster (:func:`cnfmce.ray.train`; ``backend_options``
@@ -319,17 +372,20 @@ def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_
         from . import ray as _ray_backend
         return _ray_backend.train(inputs, vocab_size, raw_vocab_size, rounds, special_tokens,
                                   num_threads, progress, memory_limit, algorithm, boundary_penalty,
-                                  token_preference, tmp_dir, selection=selection, **backend_options)
+                                  token_preference, tmp_dir, selection=selection,
+                                  non_ascii_exponent=non_ascii_exponent,
+                                  raw_han_exponent=raw_han_exponent, **backend_options)
     opts = _check_options(algorithm, boundary_penalty, token_preference)
+    exps = _exponents(non_ascii_exponent, raw_han_exponent)
     with work_dir(tmp_dir) as tmp:
         limit, budget = _memory(memory_limit)
         trainer = _core.Trainer(vocab_size, raw_vocab_size, rounds, special_tokens, opts, budget,
-                                os.path.join(tmp, ""), _check_threads(num_threads), selection)
+                                os.path.join(tmp, ""), _check_threads(num_threads), selection, **exps)
         try:
             _warn_rounds(trainer.rounds)
             corpus = Corpus(inputs, tmp)
             m = raw_vocab_size if raw_vocab_size is not None else _core.default_raw_vocab_size(vocab_size)
-            meta = {"counting": _info(trainer.rounds, m, limit)}
+            meta = {"counting": _info(trainer.rounds, _raw_pool(m, exps["raw_han_exponent"]), limit)}
             t_start = time.perf_counter()
             return _run(trainer, corpus, progress, meta, vocab_size,
                         lambda: _counting_done(corpus, meta["counting"], t_start, limit, stacklevel=5))

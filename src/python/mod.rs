@@ -104,6 +104,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RAW_VOCAB_PER_TOKEN", crate::RAW_VOCAB_PER_TOKEN)?;
     m.add("SCRIPT_SHARE_EXPONENT", crate::SCRIPT_SHARE_EXPONENT)?;
     m.add("NON_ASCII_SHARE_EXPONENT", crate::NON_ASCII_SHARE_EXPONENT)?;
+    m.add("MAX_NON_ASCII_EXPONENT", crate::MAX_NON_ASCII_EXPONENT)?;
+    m.add("HAN_POOL_PER_RAW", crate::HAN_POOL_PER_RAW)?;
+    m.add("MAX_RAW_HAN_EXPONENT", crate::MAX_RAW_HAN_EXPONENT)?;
     m.add("DEFAULT_MEMORY_BUDGET", crate::DEFAULT_MEMORY_BUDGET)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

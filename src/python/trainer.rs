@@ -90,7 +90,7 @@ impl PyTrainer {
     /// `use_counts`; `rounds` None: `DEFAULT_ROUNDS`; `tmp_dir`: where spill runs go (None: a
     /// new directory, removed at the end).
     #[new]
-    #[pyo3(signature = (vocab_size, raw_vocab_size=None, rounds=None, special_tokens=None, options=None, memory_budget=crate::DEFAULT_MEMORY_BUDGET, tmp_dir=None, num_threads=None, selection=None))]
+    #[pyo3(signature = (vocab_size, raw_vocab_size=None, rounds=None, special_tokens=None, options=None, memory_budget=crate::DEFAULT_MEMORY_BUDGET, tmp_dir=None, num_threads=None, selection=None, non_ascii_exponent=None, raw_han_exponent=0.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -103,6 +103,8 @@ impl PyTrainer {
         tmp_dir: Option<std::path::PathBuf>,
         num_threads: Option<usize>,
         selection: Option<&Bound<'_, PyAny>>,
+        non_ascii_exponent: Option<f64>,
+        raw_han_exponent: f64,
     ) -> PyResult<Self> {
         let selection = match selection {
             None => crate::SelectionRule::default(),
@@ -118,6 +120,8 @@ impl PyTrainer {
             memory_budget,
             tmp_dir,
             selection,
+            non_ascii_exponent: non_ascii_exponent.unwrap_or(crate::NON_ASCII_SHARE_EXPONENT),
+            raw_han_exponent,
             ..TrainConfig::default()
         };
         if let Some(r) = rounds {
@@ -238,8 +242,10 @@ impl PyTrainer {
     /// pass), used_tokens (of the last pass), refine (one dict per refining pass: vocab_size,
     /// tokens, bytes), covered_characters, covered_beyond_cut (covered characters below the
     /// raw_vocab_size cut, added to the raw vocabulary), fallback_prefixes (added to the raw
-    /// vocabulary by selection="refined-non-ascii"), selection, warning.
+    /// vocabulary by selection="refined-non-ascii"), selection, non_ascii_exponent,
+    /// raw_han_exponent, warning.
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<(PyCoreTokenizer, Bound<'py, PyDict>)> {
+        let (exponent, han) = self.with(py, |t| Ok((t.config().non_ascii_exponent, t.config().raw_han_exponent)))?;
         let trained = self.with(py, |t| t.finish())?;
         // The run's memory and spill files go now.
         self.close();
@@ -261,6 +267,8 @@ impl PyTrainer {
         d.set_item("covered_beyond_cut", trained.covered_beyond_cut)?;
         d.set_item("fallback_prefixes", trained.fallback_prefixes)?;
         d.set_item("selection", trained.selection.name())?;
+        d.set_item("non_ascii_exponent", exponent)?;
+        d.set_item("raw_han_exponent", han)?;
         d.set_item("warning", trained.warning)?;
         Ok((PyCoreTokenizer::wrap(trained.tokenizer), d))
     }
