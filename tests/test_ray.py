@@ -324,6 +324,20 @@ def test_refined_train_counting_on_ray_equals_local(cluster, corpus):
     assert tok.metadata["covered_beyond_cut"] == want.metadata["covered_beyond_cut"]
 
 
+def test_han_weighted_cut_on_ray_equals_local(cluster, corpus):
+    # raw_han_exponent (src/raw_cut.rs): the partitioned rounds keep the pool, the coordinator's
+    # cut weighs it as the local run does; and non_ascii_exponent reaches the refining passes
+    kw = dict(vocab_size=VOCAB, raw_vocab_size=4000, progress=False, selection="refined-non-ascii",
+              non_ascii_exponent=1.0, raw_han_exponent=0.5)
+    want = cnfmce.train(corpus, **kw)
+    assert vocabulary(want) != vocabulary(cnfmce.train(corpus, **dict(kw, raw_han_exponent=0.0)))
+    tok = cnfmce.train(corpus, backend="ray", num_partitions=3, **kw)
+    assert vocabulary(tok) == vocabulary(want)
+    assert tok.metadata["raw_han_exponent"] == 0.5 and tok.metadata["non_ascii_exponent"] == 1.0
+    counts = cnfmce.count(corpus, raw_vocab_size=16_000, progress=False)
+    assert vocabulary(cnfmce.train_from_counts(counts, corpus, backend="ray", **kw)) == vocabulary(want)
+
+
 def _strip_metadata(path):
     """A tokenizer file without its free-form metadata (timings, the backend's statistics)."""
     d = json.loads(path.read_text(encoding="utf-8"))
