@@ -254,10 +254,15 @@ def _cmd(args: Sequence[str]) -> str:
         return ""
 
 
+def record_path(base: Path) -> Path:
+    """``<base>.json``, also for a base whose name has a dot (``...-han0.15``)."""
+    return Path(str(base) + ".json")
+
+
 def cached_training(base: Path, params: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """The record ``<base>.json`` of an earlier :func:`run_training` with the same ``params``."""
     try:
-        m = json.loads(base.with_suffix(".json").read_text())
+        m = json.loads(record_path(base).read_text())
     except (OSError, ValueError):
         return None
     return m if m.get("params") == params else None
@@ -306,7 +311,7 @@ def run_training(script: str, worker_args: Sequence[str], base: Path, params: Di
     info = json.loads(Path(str(base) + ".run.json").read_text())
     info.update(peak_rss=ru.ru_maxrss * 1024, cpu_s=round(ru.ru_utime + ru.ru_stime, 1), params=params,
                 load_before=load0, load_after=os.getloadavg())
-    base.with_suffix(".json").write_text(json.dumps(info))
+    record_path(base).write_text(json.dumps(info))
     return info
 
 

@@ -102,6 +102,7 @@ def _threshold_rows(t: Dict[str, Any], size: str, train_chars: Dict[str, int]) -
         for T, e in sorted(r["by_t"].items(), key=lambda x: -int(x[0])):
             label = (f"thresholds: {short.get(r['selection'], r['selection'])}, T = {T}"
                      + (f", m = {r['raw_x']} x k" if r.get("raw_x") else "")
+                     + "".join(f", {k} = {r[k]:g}" for k in ("non_ascii_exponent", "raw_han_exponent") if k in r)
                      + (f", {r['trial']}" if r.get("trial") else ""))
             rows.append(_eval_row("thresholds", label, e["train"].get("params", {}).get("core"), e["eval"],
                                   r["bpe"], r.get("train_chars") or train_chars))

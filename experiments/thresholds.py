@@ -82,7 +82,7 @@ def trained(corpus: str, size: str, t: int) -> Dict[str, Any]:
     import cnfmce
     OUT.mkdir(parents=True, exist_ok=True)
     base = OUT / f"{corpus}-{size}-t{t}-{TAG}"
-    meta_p = base.with_suffix(".json")
+    meta_p = C.record_path(base)
     params = {"t": t, "selection": SELECTION, **({"raw_x": RAW_X} if RAW_X else {}), **exponents(),
               "cnfmce": cnfmce.__version__,
               "core": C._cmd(["git", "rev-parse", "HEAD:src"])}
