@@ -234,6 +234,13 @@ FINDINGS = [
     "vocab_size), only moves more ids to the non-ASCII scripts: zh +12.0% to +12.9%, en held-out "
     "+33.3% to +34.4% (below +35%), eu -3.1% to -3.5%. Basque, mostly ASCII words, pays for every "
     "id the rule gives Chinese.",
+    "`hanA` (only the candidates with a Han character weighted) is now the trainer's "
+    "`raw_han_exponent` (src/raw_cut.rs): `cnfmce.train(..., rounds=((1, 12, 0), (13, 21, 20), (22, 30, 20)), "
+    "selection=\"refined-non-ascii\", non_ascii_exponent=1.0, raw_han_exponent=0.15)` at 250k gives zh "
+    "+10.5% / +17.5%, en +42.5% / +36.0%, multi +18.2% / +12.3% with eu -1.1% in-domain and ko -0.1% "
+    "held-out below the BPE, every 250k category target met; `raw_han_exponent=0.1` zh +9.4% with eu "
+    "-0.7% ([thresholds.md](thresholds.md)). Weighting only the Han candidates costs Basque less than "
+    "weighting every non-ASCII candidate (`na0.15`: eu -2.3%).",
     "With `refined` (no group weights) the extra candidates do little: zh +1.4 to +3.5 points in-domain "
     "at 32k at a cost of up to 3.5 points on the ASCII categories, and -0.2 / -0.4 at 128k, with el and "
     "ru further below the BPE.",
