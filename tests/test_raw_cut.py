@@ -150,3 +150,11 @@ def test_cli(mixed, tmp_path):
     r = subprocess.run([sys.executable, "-m", "cnfmce.cli", "train", "-o", str(tmp_path / "p.json"), "--vocab-size", "400",
                         "--non-ascii-exponent", "1", "--quiet", str(src)], capture_output=True, text=True)
     assert r.returncode != 0 and "refined-non-ascii" in r.stderr, r.stderr
+
+
+def test_deterministic_across_threads_and_order(mixed):
+    kw = dict(vocab_size=1200, raw_vocab_size=5000, progress=False, selection="refined-non-ascii",
+              non_ascii_exponent=1.0, raw_han_exponent=0.3)
+    one = cnfmce.train(mixed, num_threads=1, **kw)
+    two = cnfmce.train(list(reversed(mixed)), num_threads=2, **kw)
+    assert one.token_bytes() == two.token_bytes()
