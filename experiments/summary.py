@@ -205,13 +205,16 @@ source package of the in-domain zh test set (`python experiments/zh_sources.py -
 `python experiments/zh_segment.py`);
 [thresholds.md](thresholds.md): counting thresholds of rounds 2 and 3 around the paper's 80, at 32k
 (`selection="refined"`) and at 128k and 250k (`"refined-non-ascii"`, `"refined-scripts"`, and builds with
-the non-ASCII exponent 1.0, 1.25, 1.5), with the languages of multi below the BPE
+the non-ASCII exponent 1.0, 1.25, 1.5, and `cnfmce.train`'s `non_ascii_exponent` and `raw_han_exponent`), with the languages of multi below the BPE
 (`THR_RUNS=mix-250k THR_T=80,20,5 THR_SELECTION=refined-non-ascii python experiments/thresholds.py`;
 `--import-trial OTHER.json LABEL` for another build's runs).
 [targets.md](targets.md): every target of issue 13 against every configuration measured on these pages
 (`cnfmce.train` with each rule, constant trial and threshold, `experiments/selection.py`'s variants, the
 exchanges of frontier.md), per size and evaluation kind, with the languages below the BPE and which
-configuration comes closest (`python experiments/targets.py`: reads the JSON of those pages, trains nothing).
+configuration comes closest (`python experiments/targets.py`: reads the JSON of those pages, trains nothing);
+[by_source.md](by_source.md): the gain of the 250k recipe (`raw_han_exponent` 0.15, `non_ascii_exponent`
+1.0, T = 20) and of the same call without `raw_han_exponent` per source package of every evaluation set,
+whether the tuned gain is spread over the packages (`python experiments/by_source.py`).
 [script_tokens.md](script_tokens.md): CNF's Han, Cyrillic, Greek and Hangul tokens against the
 same-data BPE's at 32k and 128k (by length, usage in-domain and held-out-by-package) and, for the
 BPE tokens CNF lacks that would save the most, why it lacks them: outside the raw vocabulary's
