@@ -41,9 +41,8 @@ MIN_CHARS = 20_000
 KINDS = ("indomain", "heldout")
 
 
-def per_source(tok: Any, kind: str, cat: str) -> Dict[str, List[int]]:
-    """{source: [characters, tokens]} of one evaluation set."""
-    docs = list(C.read_jsonl(P.eval_path(cat, kind)))
+def per_source(tok: Any, docs: List[Dict[str, Any]]) -> Dict[str, List[int]]:
+    """{source: [characters, tokens]} of one evaluation set's documents."""
     n = X.token_counts(tok, [d["text"] for d in docs])
     out: Dict[str, List[int]] = defaultdict(lambda: [0, 0])
     for d, k in zip(docs, n):
@@ -66,17 +65,17 @@ def run(args: Any) -> Dict[str, Any]:
     sets: Dict[str, Dict[str, Any]] = {}
     recorded = C.recorded_bpe_eval("mix", SIZE)
     check = []
+    docs = {f"{kind}/{cat}": list(C.read_jsonl(P.eval_path(cat, kind))) for kind in KINDS for cat in C.CATEGORIES}
     for kind in KINDS:
         for cat in C.CATEGORIES:
-            b = per_source(bpe, kind, cat)
+            b = per_source(bpe, docs[f"{kind}/{cat}"])
             ch, nt = sum(v[0] for v in b.values()), sum(v[1] for v in b.values())
             check.append({"set": f"{kind}/{cat}", "cpt": ch / nt, "recorded": recorded[kind][cat]["cpt"]})
             sets[f"{kind}/{cat}"] = {"bpe": b, "cnf": {}}
     for lab, f in TOKS:
         tok = cnfmce.Tokenizer.load(str(C.OUT / "thresholds" / f))
-        for kind in KINDS:
-            for cat in C.CATEGORIES:
-                sets[f"{kind}/{cat}"]["cnf"][lab] = per_source(tok, kind, cat)
+        for key, d in docs.items():
+            sets[key]["cnf"][lab] = per_source(tok, d)
         print(f"[by_source] {lab}: done", flush=True)
     res["bpe_check"] = check
     res["sets"] = sets

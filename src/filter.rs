@@ -37,7 +37,7 @@ impl Filter {
         if counts.iter().any(|c| c.0.is_empty()) {
             return Err(Error::Value("an empty candidate in the counts".into()));
         }
-        counts.par_sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        crate::raw_cut::by_count(&mut counts);
         if let Some(l) = limit {
             counts.truncate(l);
         }

@@ -67,7 +67,7 @@ pub use error::Error;
 pub(crate) use error::show_bytes;
 pub use filter::{BlockUsage, Filter, Selected};
 pub use mce::{token_preference, Encoder, Scratch};
-pub use raw_cut::{has_han, HAN_POOL_PER_RAW, MAX_RAW_HAN_EXPONENT};
+pub use raw_cut::{has_han, pool_size as raw_pool_size, HAN_POOL_PER_RAW, MAX_RAW_HAN_EXPONENT};
 pub use options::{Algorithm, Options, DEFAULT_BOUNDARY_PENALTY};
 pub use refine::{
     SelectionRule, CHAR_COVERAGE, CHAR_COVERAGE_SHARE, MAX_NON_ASCII_EXPONENT, NON_ASCII_SHARE_EXPONENT, REFINE_STEPS, SCRIPT_SHARE_EXPONENT,

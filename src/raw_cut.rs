@@ -18,6 +18,8 @@
 //! place of the ASCII candidates at the line; the filtering and refining passes then decide what
 //! the vocabulary keeps, as always. Counting itself is unchanged: it keeps the pool by count.
 
+use rayon::slice::ParallelSliceMut;
+
 /// The Han-weighted cut ranks the best `HAN_POOL_PER_RAW * raw_vocab_size` candidates by count.
 pub const HAN_POOL_PER_RAW: usize = 4;
 
@@ -58,9 +60,9 @@ pub fn han_weight(pool: &[(Vec<u8>, u64)], raw_han_exponent: f64) -> f64 {
     (ascii as f64 / other as f64).powf(raw_han_exponent)
 }
 
-/// Sorts by count descending, ties by bytes (the paper's order).
-fn by_count(counts: &mut [(Vec<u8>, u64)]) {
-    use rayon::slice::ParallelSliceMut;
+/// Sorts by count descending, ties by bytes (the paper's order; also the raw vocabulary's id
+/// order, [`crate::Filter::rank`]).
+pub(crate) fn by_count(counts: &mut [(Vec<u8>, u64)]) {
     counts.par_sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
 }
 
@@ -83,20 +85,12 @@ pub fn cut(mut counts: Vec<(Vec<u8>, u64)>, raw: Option<usize>, raw_han_exponent
     // (weighted count, rank in the paper's order): the rank breaks ties of the weighted count
     let mut keyed: Vec<(f64, usize)> =
         counts.iter().enumerate().map(|(i, (t, c))| (if has_han(t) { *c as f64 * w } else { *c as f64 }, i)).collect();
-    {
-        use rayon::slice::ParallelSliceMut;
-        keyed.par_sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    }
+    keyed.par_sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     let mut keep = vec![false; counts.len()];
     for &(_, i) in keyed.iter().take(raw) {
         keep[i] = true;
     }
-    let mut i = 0;
-    counts.retain(|_| {
-        i += 1;
-        keep[i - 1]
-    });
-    counts
+    counts.into_iter().zip(keep).filter_map(|(c, k)| k.then_some(c)).collect()
 }
 
 #[cfg(test)]

@@ -154,6 +154,12 @@ impl TrainConfig {
         Ok(())
     }
 
+    /// The raw vocabulary's size when counting: `raw_vocab_size`, or its default for
+    /// `vocab_size`.
+    fn counting_raw_vocab_size(&self) -> usize {
+        self.raw_vocab_size.unwrap_or_else(|| default_raw_vocab_size(self.vocab_size))
+    }
+
     /// Regular tokens in the result.
     fn regular(&self) -> usize {
         self.vocab_size - self.special_tokens.len()
@@ -261,7 +267,7 @@ impl Trainer {
     /// Checks the configuration (nothing is read or written yet).
     pub fn new(config: TrainConfig) -> Result<Self, Error> {
         config.check()?;
-        let raw = config.raw_vocab_size.unwrap_or_else(|| default_raw_vocab_size(config.vocab_size));
+        let raw = config.counting_raw_vocab_size();
         let (tmp, own_tmp) = match &config.tmp_dir {
             Some(d) => (d.clone(), None),
             None => {
@@ -522,8 +528,7 @@ impl Trainer {
             let chars = c.char_counts().to_vec();
             // The counter (and its memory) goes before the filter is built.
             self.stage = Stage::Empty;
-            let raw = self.config.raw_vocab_size.unwrap_or_else(|| default_raw_vocab_size(self.config.vocab_size));
-            counts = raw_cut::cut(counts, Some(raw), self.config.raw_han_exponent);
+            counts = raw_cut::cut(counts, Some(self.config.counting_raw_vocab_size()), self.config.raw_han_exponent);
             self.set_covered(&chars);
             self.add_covered(&mut counts, &chars);
             let raw = Filter::rank(counts, None)?;
@@ -809,20 +814,26 @@ mod tests {
         }
     }
 
+    /// Every round of `rounds` over `docs` with a `Counter` keeping `raw` candidates: its result
+    /// and its character counts.
+    fn counted(rounds: Vec<Round>, raw: usize, docs: &[&[u8]]) -> (Vec<(Vec<u8>, u64)>, Vec<(Vec<u8>, u64)>) {
+        let n = rounds.len();
+        let mut c = Counter::new(rounds, raw, 1 << 30, std::env::temp_dir()).unwrap();
+        for _ in 0..n {
+            c.begin_round().unwrap();
+            c.add(docs).unwrap();
+            c.end_round().unwrap();
+        }
+        (c.result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect(), c.char_counts().to_vec())
+    }
+
     /// Counting's raw vocabulary and its character counts give `train`'s vocabulary under every
     /// selection rule (the contract of `train_from_counts(count(...))`); the raw vocabulary
     /// alone does not when characters fall below the cut.
     #[test]
     fn counts_and_characters_give_train() {
         let docs: Vec<&[u8]> = DOCS.iter().map(|d| d.as_bytes()).collect();
-        let mut c = Counter::new(config().rounds, 400, 1 << 30, std::env::temp_dir()).unwrap();
-        for _ in 0..3 {
-            c.begin_round().unwrap();
-            c.add(&docs).unwrap();
-            c.end_round().unwrap();
-        }
-        let counts: Vec<(Vec<u8>, u64)> = c.result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
-        let chars = c.char_counts().to_vec();
+        let (counts, chars) = counted(config().rounds, 400, &docs);
         assert!(chars.iter().any(|ch| ch.0.len() >= 3 && !counts.iter().any(|x| x.0 == ch.0)));
         for selection in [SelectionRule::Paper, SelectionRule::Refined, SelectionRule::RefinedScripts, SelectionRule::RefinedNonAscii] {
             let config = || TrainConfig { selection, ..config() };
@@ -984,14 +995,7 @@ mod tests {
             selection,
             ..TrainConfig::default()
         };
-        let mut c = Counter::new(rounds.clone(), 480, 1 << 30, std::env::temp_dir()).unwrap();
-        for _ in 0..2 {
-            c.begin_round().unwrap();
-            c.add(&bytes).unwrap();
-            c.end_round().unwrap();
-        }
-        let pool: Vec<(Vec<u8>, u64)> = c.result().into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
-        let chars = c.char_counts().to_vec();
+        let (pool, chars) = counted(rounds.clone(), 480, &bytes);
         let raw_of = |t: &Trainer| {
             let Stage::Filtering(f) = &t.stage else { panic!("filtering next") };
             let mut v: Vec<Vec<u8>> = f.vocab().iter().map(|(_, b)| b.to_vec()).collect();

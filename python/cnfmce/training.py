@@ -65,11 +65,9 @@ def _exponents(non_ascii_exponent: Optional[float], raw_han_exponent: float) -> 
 
 
 def _raw_pool(raw_vocab_size: Optional[int], raw_han_exponent: float) -> Optional[int]:
-    """The candidates to hold for a raw vocabulary of ``raw_vocab_size``: the pool of the
-    Han-weighted cut (``cnfmce._core.HAN_POOL_PER_RAW`` times as many) when it is on."""
-    if raw_vocab_size is None or not raw_han_exponent:
-        return raw_vocab_size
-    return raw_vocab_size * _core.HAN_POOL_PER_RAW
+    """The candidates to hold for a raw vocabulary of ``raw_vocab_size`` (None: all):
+    ``cnfmce._core.raw_pool_size``, the pool of the Han-weighted cut when it is on."""
+    return None if raw_vocab_size is None else _core.raw_pool_size(raw_vocab_size, raw_han_exponent)
 
 
 def _report_metadata(tok: Tokenizer, report: Dict[str, Any]) -> None:

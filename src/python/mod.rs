@@ -67,6 +67,13 @@ fn default_raw_vocab_size(vocab_size: &Bound<'_, PyAny>) -> PyResult<usize> {
     Ok(crate::default_raw_vocab_size(util::read_positive(vocab_size, "vocab_size")?))
 }
 
+/// The candidates counting keeps for a raw vocabulary of `raw_vocab_size` (the pool of the
+/// Han-weighted cut when `raw_han_exponent` is above 0).
+#[pyfunction]
+fn raw_pool_size(raw_vocab_size: &Bound<'_, PyAny>, raw_han_exponent: f64) -> PyResult<usize> {
+    Ok(crate::raw_pool_size(util::read_positive(raw_vocab_size, "raw_vocab_size")?, raw_han_exponent))
+}
+
 /// A note when valid rounds will not count all they might be expected to (else None).
 #[pyfunction]
 fn rounds_warning(rounds: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
@@ -95,6 +102,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(unit_starts, m)?)?;
     m.add_function(wrap_pyfunction!(crossing_counts, m)?)?;
     m.add_function(wrap_pyfunction!(default_raw_vocab_size, m)?)?;
+    m.add_function(wrap_pyfunction!(raw_pool_size, m)?)?;
     m.add_function(wrap_pyfunction!(rounds_warning, m)?)?;
     // The defaults, written once in the core.
     m.add("DEFAULT_BOUNDARY_PENALTY", crate::DEFAULT_BOUNDARY_PENALTY)?;

@@ -245,8 +245,10 @@ impl PyTrainer {
     /// vocabulary by selection="refined-non-ascii"), selection, non_ascii_exponent,
     /// raw_han_exponent, warning.
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<(PyCoreTokenizer, Bound<'py, PyDict>)> {
-        let (exponent, han) = self.with(py, |t| Ok((t.config().non_ascii_exponent, t.config().raw_han_exponent)))?;
-        let trained = self.with(py, |t| t.finish())?;
+        let (trained, exponent, han) = self.with(py, |t| {
+            let (exponent, han) = (t.config().non_ascii_exponent, t.config().raw_han_exponent);
+            Ok((t.finish()?, exponent, han))
+        })?;
         // The run's memory and spill files go now.
         self.close();
         let d = PyDict::new(py);
