@@ -51,8 +51,10 @@ and padding get ``(0, 0)``.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
+from collections.abc import Sequence as _SequenceABC
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 try:
@@ -63,7 +65,7 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without transformers
     raise ImportError('cnfmce.hf needs transformers 5.x: pip install "cnfmce[hf]"') from e
 
-from . import formats
+from . import _core, formats
 from .errors import UnknownIdError
 from .tokenizer import Tokenizer
 
@@ -144,6 +146,9 @@ class CnfmceTokenizer(PreTrainedTokenizer):
 
     vocab_files_names = {"vocab_file": VOCAB_FILE}
     model_input_names = ["input_ids", "attention_mask"]
+    #: No space is ever added before the text, nor before the words of ``is_split_into_words=True``
+    #: input (each word is encoded as given).
+    add_prefix_space = False
 
     def __init__(self, vocab_file: Optional[str] = None, *, tokenizer: Optional[Tokenizer] = None,
                  add_bos_token: bool = False, add_eos_token: bool = False, **kwargs: Any) -> None:
@@ -301,18 +306,22 @@ class CnfmceTokenizer(PreTrainedTokenizer):
             return self.unk_token_id
         return i
 
-    def _convert_id_to_token(self, index: int) -> str:
+    def _convert_id_to_token(self, index: int) -> Optional[str]:
+        """The token string of ``index``; ``None`` for an id without a token (an unused id below
+        ``len(tok)``, such as 199998 of o200k_base, or an id past the end), as fast tokenizers
+        answer. A negative id raises ``ValueError``."""
+        if index < 0:
+            raise ValueError(f"token ids are >= 0, got {index}")
         by_id = self._vocab_tables()[0]
-        s = by_id[index] if 0 <= index < len(by_id) else None
-        if s is None:
-            raise UnknownIdError(f"unknown token id {index}")
-        return s
+        return by_id[index] if index < len(by_id) else None
 
     def convert_tokens_to_string(self, tokens: List[str]) -> str:
         """The text of token strings (byte-level strings and special-token text)."""
         specials = self._tok.special_tokens
         out = bytearray()
         for t in tokens:
+            if t is None:  # the token of an unused id (convert_ids_to_tokens gives None)
+                continue
             if t in specials:
                 out += t.encode("utf-8")
                 continue
@@ -503,18 +512,20 @@ class CnfmceTokenizer(PreTrainedTokenizer):
                      return_special_tokens_mask: bool = False, return_offsets_mapping: bool = False,
                      return_length: bool = False, verbose: bool = True,
                      split_special_tokens: Optional[bool] = None, **kwargs: Any) -> BatchEncoding:
+        # Keyword arguments meant for other tokenizers (``src_lang=...``, ``foo=1``) are ignored, as
+        # transformers' own tokenizers (both backends) ignore them.
         if split_special_tokens is None:
             split_special_tokens = self.split_special_tokens
         sanitize = kwargs.pop("sanitize_control_tokens", False)
-        if kwargs:
-            raise TypeError(f"unexpected keyword arguments: {sorted(kwargs)}")
         batched, firsts, pairs = self._split_inputs(text, text_pair, is_split_into_words)
 
         # Every string to encode, once, in one call to the core.
         pieces: List[str] = []
         plan: List[Tuple[Any, Any]] = []
+        has_ids = False
 
         def add(x: Any) -> Any:
+            nonlocal has_ids
             if x is None:
                 return None
             if isinstance(x, str):
@@ -526,11 +537,12 @@ class CnfmceTokenizer(PreTrainedTokenizer):
                 if isinstance(x[0], int):
                     if return_offsets_mapping:
                         raise ValueError("return_offsets_mapping needs text input, not token ids")
+                    has_ids = True
                     return ("ids", list(x))
                 if is_split_into_words and all(isinstance(w, str) for w in x):
                     start = len(pieces)
                     pieces.extend(x)
-                    return list(range(start, len(pieces)))
+                    return _Words(range(start, len(pieces)))
             raise ValueError("Input must be a string, a list of strings (with is_split_into_words=True) "
                              f"or a list of ints, got {type(x).__name__}")
 
@@ -560,23 +572,6 @@ class CnfmceTokenizer(PreTrainedTokenizer):
                     offs += enc_off[k]
             return ids, (offs if enc_off is not None else None)
 
-        if return_overflowing_tokens:
-            if return_offsets_mapping:
-                raise ValueError("return_overflowing_tokens and return_offsets_mapping cannot be combined "
-                                 "with this tokenizer")
-            items = [gather(a)[0] for a, _ in plan], [gather(b)[0] for _, b in plan]
-            return super()._encode_plus(
-                items[0] if batched else items[0][0],
-                text_pair=(items[1] if any(x is not None for x in items[1]) else None) if batched
-                else items[1][0],
-                add_special_tokens=add_special_tokens, padding_strategy=padding_strategy,
-                truncation_strategy=truncation_strategy, max_length=max_length, stride=stride,
-                pad_to_multiple_of=pad_to_multiple_of, padding_side=padding_side,
-                return_tensors=return_tensors, return_token_type_ids=return_token_type_ids,
-                return_attention_mask=return_attention_mask, return_overflowing_tokens=True,
-                return_special_tokens_mask=return_special_tokens_mask, return_length=return_length,
-                verbose=verbose)
-
         if return_token_type_ids is None:
             return_token_type_ids = "token_type_ids" in self.model_input_names
         if return_attention_mask is None:
@@ -586,6 +581,15 @@ class CnfmceTokenizer(PreTrainedTokenizer):
         side = self.truncation_side
         n_bos, n_eos = len(bos), len(eos)
         zero: Tuple[int, int] = (0, 0)
+        if return_overflowing_tokens and truncate:
+            if stride < 0:
+                raise ValueError(f"stride must be >= 0, got {stride}")
+            if any(b is not None for _, b in plan) and \
+                    truncation_strategy == TruncationStrategy.LONGEST_FIRST:
+                raise ValueError(
+                    "Not possible to return overflowing tokens for pair of sequences with the "
+                    "`longest_first`. Please select another truncation strategy than `longest_first`, "
+                    "for instance `only_second` or `only_first`.")
 
         out: Dict[str, List[Any]] = {"input_ids": []}
         if return_token_type_ids:
@@ -595,60 +599,74 @@ class CnfmceTokenizer(PreTrainedTokenizer):
         if return_offsets_mapping:
             out["offset_mapping"] = []
         lengths: List[int] = []
-        for a, b in plan:
+        # For the encodings: per row, the segments (None for an added special token, else
+        # (sequence index, plan index, first token, end token)).
+        layouts: List[List[Any]] = []
+        sample_of_row: List[int] = []
+        for k, (a, b) in enumerate(plan):
             ids0, off0 = gather(a)
             ids1, off1 = gather(b)
             assert ids0 is not None
+            n0, n1 = len(ids0), (len(ids1) if ids1 is not None else None)
+            # Token ranges [lo, hi) of each sequence, one pair per row (several with overflow).
+            windows: List[Tuple[Tuple[int, int], Optional[Tuple[int, int]]]]
+            n_special = (n_bos + n_eos) * (1 if ids1 is None else 2)
             if truncate:
-                total = len(ids0) + (len(ids1) if ids1 is not None else 0) + \
-                    (n_bos + n_eos) * (1 if ids1 is None else 2)
-                r0, r1 = self._truncate(len(ids0), None if ids1 is None else len(ids1),
-                                        total - max_length, truncation_strategy)  # type: ignore[operator]
-                if r0:
-                    ids0 = self._cut(ids0, r0, side)
-                    if off0 is not None:
-                        off0 = self._cut(off0, r0, side)
-                if r1 and ids1 is not None:
-                    ids1 = self._cut(ids1, r1, side)
-                    if off1 is not None:
-                        off1 = self._cut(off1, r1, side)
-            if n_bos or n_eos:
-                seq = bos + ids0 + eos
-                if ids1 is not None:
-                    seq += bos + ids1 + eos
-            elif ids1 is not None:
-                seq = ids0 + ids1
+                total = n0 + (n1 or 0) + n_special
+                r0, r1 = self._truncate(n0, n1, total - max_length, truncation_strategy)  # type: ignore[operator]
+                if return_overflowing_tokens and (r0 or r1):
+                    if r0:
+                        ranges0 = _windows(n0, n0 - r0, stride, side)
+                        windows = [(w, None if n1 is None else (0, n1)) for w in ranges0]
+                    else:
+                        ranges1 = _windows(n1, n1 - r1, stride, side)  # type: ignore[arg-type]
+                        windows = [((0, n0), w) for w in ranges1]
+                else:
+                    lo0, hi0 = (r0, n0) if side == "left" else (0, n0 - r0)
+                    w1 = None if n1 is None else ((r1, n1) if side == "left" else (0, n1 - r1))
+                    windows = [((lo0, hi0), w1)]
             else:
-                seq = ids0
-            if not truncate:
-                self._eventual_warn_about_too_long_sequence(seq, max_length, verbose)
-            out["input_ids"].append(seq)
-            lengths.append(len(seq))
-            n0 = n_bos + len(ids0) + n_eos
-            if return_token_type_ids:
-                out["token_type_ids"].append([0] * n0 + [1] * (len(seq) - n0))
-            if return_special_tokens_mask:
-                mask = [1] * n_bos + [0] * len(ids0) + [1] * n_eos
+                windows = [((0, n0), None if n1 is None else (0, n1))]
+            for w0, w1 in windows:
+                seq = bos + ids0[w0[0]:w0[1]] + eos
+                layout: List[Any] = [None] * n_bos + [(0, k, w0[0], w0[1])] + [None] * n_eos
                 if ids1 is not None:
-                    mask += [1] * n_bos + [0] * len(ids1) + [1] * n_eos
-                out["special_tokens_mask"].append(mask)
-            if return_offsets_mapping:
-                offs = [zero] * n_bos + off0 + [zero] * n_eos  # type: ignore[operator]
-                if ids1 is not None:
-                    offs += [zero] * n_bos + off1 + [zero] * n_eos  # type: ignore[operator]
-                out["offset_mapping"].append(offs)
+                    assert w1 is not None
+                    seq += bos + ids1[w1[0]:w1[1]] + eos
+                    layout += [None] * n_bos + [(1, k, w1[0], w1[1])] + [None] * n_eos
+                if not truncate:
+                    self._eventual_warn_about_too_long_sequence(seq, max_length, verbose)
+                out["input_ids"].append(seq)
+                lengths.append(len(seq))
+                layouts.append(layout)
+                sample_of_row.append(k)
+                m0 = n_bos + (w0[1] - w0[0]) + n_eos
+                if return_token_type_ids:
+                    out["token_type_ids"].append([0] * m0 + [1] * (len(seq) - m0))
+                if return_special_tokens_mask:
+                    mask = [1] * n_bos + [0] * (w0[1] - w0[0]) + [1] * n_eos
+                    if w1 is not None:
+                        mask += [1] * n_bos + [0] * (w1[1] - w1[0]) + [1] * n_eos
+                    out["special_tokens_mask"].append(mask)
+                if return_offsets_mapping:
+                    offs = [zero] * n_bos + off0[w0[0]:w0[1]] + [zero] * n_eos  # type: ignore[index]
+                    if w1 is not None:
+                        offs += [zero] * n_bos + off1[w1[0]:w1[1]] + [zero] * n_eos  # type: ignore[index]
+                    out["offset_mapping"].append(offs)
 
+        pads: List[Tuple[str, int]] = []
+        side_pad = padding_side if padding_side is not None else self.padding_side
         if padding_strategy != PaddingStrategy.DO_NOT_PAD:
             target = max(lengths, default=0) if padding_strategy == PaddingStrategy.LONGEST else max_length
             if target is not None and pad_to_multiple_of and target % pad_to_multiple_of:
                 target = (target // pad_to_multiple_of + 1) * pad_to_multiple_of
-            side_pad = padding_side if padding_side is not None else self.padding_side
             if side_pad not in ("left", "right"):
                 raise ValueError(f"padding_side must be 'left' or 'right', got {side_pad!r}")
             pad_id = self.pad_token_id
             masks = []
             for k, n in enumerate(lengths):
                 d = (target - n) if target is not None and n < target else 0
+                pads.append((side_pad, d))
                 masks.append(([1] * n + [0] * d) if side_pad == "right" else ([0] * d + [1] * n))
                 if not d:
                     continue
@@ -661,13 +679,22 @@ class CnfmceTokenizer(PreTrainedTokenizer):
                 out["attention_mask"] = masks
         elif return_attention_mask:
             out["attention_mask"] = [[1] * n for n in lengths]
+        if not pads:
+            pads = [("right", 0)] * len(lengths)
         if return_length:
-            out["length"] = lengths if batched else [len(out["input_ids"][0])]
+            out["length"] = lengths if batched or return_overflowing_tokens else [len(out["input_ids"][0])]
+        if return_overflowing_tokens:
+            out["overflow_to_sample_mapping"] = sample_of_row
 
-        if not batched:
+        n_sequences = 2 if any(b is not None for _, b in plan) else 1
+        encodings = None if has_ids or sanitize else _Encodings(
+            self, pieces, plan, enc_ids, enc_off, layouts, pads, out["input_ids"], n_sequences,
+            split_special_tokens)
+        if not batched and not return_overflowing_tokens:
             single = {k: v[0] for k, v in out.items()}
-            return BatchEncoding(single, tensor_type=return_tensors, prepend_batch_axis=True)
-        return BatchEncoding(out, tensor_type=return_tensors)
+            return BatchEncoding(single, encoding=encodings, tensor_type=return_tensors,
+                                 prepend_batch_axis=True, n_sequences=n_sequences)
+        return BatchEncoding(out, encoding=encodings, tensor_type=return_tensors, n_sequences=n_sequences)
 
     def _pad(self, encoded_inputs: Any, max_length: Optional[int] = None,
              padding_strategy: PaddingStrategy = PaddingStrategy.DO_NOT_PAD,
@@ -696,7 +723,16 @@ class CnfmceTokenizer(PreTrainedTokenizer):
         if skip_special_tokens:
             skip = set(self.all_special_ids)
             token_ids = [i for i in token_ids if i not in skip]
-        text = self._tok.decode(token_ids)
+        try:
+            text = self._tok.decode(token_ids)
+        except UnknownIdError:
+            # Ids without a token (unused ids below len(tok), ids past the end) are skipped, as
+            # fast tokenizers skip them: a model whose embedding has a row for them can emit them.
+            token_ids = [int(i) for i in token_ids]
+            if any(i < 0 for i in token_ids):
+                raise ValueError(f"token ids are >= 0, got {min(token_ids)}") from None
+            by_id = self._vocab_tables()[0]
+            text = self._tok.decode([i for i in token_ids if i < len(by_id) and by_id[i] is not None])
         if clean_up_tokenization_spaces is None:
             clean_up_tokenization_spaces = self.clean_up_tokenization_spaces
         if clean_up_tokenization_spaces:
@@ -754,6 +790,257 @@ class CnfmceTokenizer(PreTrainedTokenizer):
         formats.write_bytes_atomic(config_path, (json.dumps(config, indent=2, sort_keys=True,
                                                             ensure_ascii=False) + "\n").encode("utf-8"))
         return tuple(files) + (module,)
+
+
+def _windows(n: int, keep: int, stride: int, side: str) -> List[Tuple[int, int]]:
+    """Token ranges of the overflowing windows of a sequence of ``n`` tokens cut to ``keep`` tokens,
+    each overlapping the one before by ``stride`` tokens (as Hugging Face tokenizers cut them): the
+    first window is the truncated sequence, the last reaches the end (the start with
+    ``truncation_side="left"``)."""
+    if keep <= 0:
+        raise ValueError("max_length leaves no room for this sequence once the other sequence and the "
+                         "special tokens are counted")
+    if stride >= keep:
+        raise ValueError(f"stride ({stride}) must be smaller than the number of tokens kept of the "
+                         f"truncated sequence ({keep})")
+    step = keep - stride
+    out: List[Tuple[int, int]] = []
+    if side == "left":
+        stop = n
+        while True:
+            start = max(stop - keep, 0)
+            out.append((start, stop))
+            if start == 0:
+                return out
+            stop -= step
+    start = 0
+    while True:
+        stop = min(start + keep, n)
+        out.append((start, stop))
+        if stop == n:
+            return out
+        start += step
+
+
+class _Words(list):
+    """The piece indices of one pre-split input (``is_split_into_words=True``): one word each."""
+
+
+class Encoding:
+    """One row of a :class:`transformers.BatchEncoding` made by :class:`CnfmceTokenizer`: the object
+    fast tokenizers put in ``BatchEncoding.encodings`` (``tokenizers.Encoding``), with the same
+    attributes and methods, so that ``BatchEncoding.word_ids()``, ``sequence_ids()``,
+    ``char_to_token()``, ``token_to_chars()``, ``token_to_word()``, ``word_to_tokens()``,
+    ``word_to_chars()`` and ``char_to_word()`` work.
+
+    Offsets are character spans into the input string (into the word for ``is_split_into_words``
+    input, as for fast tokenizers). *Words*: for pre-split input the words are the given words. For
+    a string, a token starts a new word exactly when it starts at a unit boundary of the core (SPEC
+    section 2: a unit is a run of letters and marks outside Han and kana, every other character is a
+    unit by itself); a token that starts inside a unit continues the word of the token before it.
+    So a word is the shortest run of whole tokens that covers whole units: ``" cat"`` is one word,
+    ``"hel"`` + ``"lo"`` is one word, a multi-word token such as ``" of the"`` is one word, ``"."``
+    is a word of its own, and so is each Han character. Added special tokens and padding have no
+    word and no sequence (``None``).
+    """
+
+    __slots__ = ("ids", "type_ids", "tokens", "offsets", "attention_mask", "special_tokens_mask",
+                 "word_ids", "sequence_ids", "overflowing", "n_sequences")
+
+    def __init__(self, ids: List[int], type_ids: List[int], tokens: List[str],
+                 offsets: List[Tuple[int, int]], attention_mask: List[int], special_tokens_mask: List[int],
+                 word_ids: List[Optional[int]], sequence_ids: List[Optional[int]], n_sequences: int) -> None:
+        self.ids = ids
+        self.type_ids = type_ids
+        self.tokens = tokens
+        self.offsets = offsets
+        self.attention_mask = attention_mask
+        self.special_tokens_mask = special_tokens_mask
+        self.word_ids = word_ids
+        self.sequence_ids = sequence_ids
+        self.overflowing: List["Encoding"] = []
+        self.n_sequences = n_sequences
+
+    @property
+    def words(self) -> List[Optional[int]]:
+        """Same as :attr:`word_ids` (the older name in ``tokenizers``)."""
+        return self.word_ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __repr__(self) -> str:
+        return f"Encoding(num_tokens={len(self.ids)}, n_sequences={self.n_sequences})"
+
+    def token_to_sequence(self, token_index: int) -> Optional[int]:
+        return self.sequence_ids[token_index]
+
+    def token_to_word(self, token_index: int) -> Optional[int]:
+        return self.word_ids[token_index]
+
+    def token_to_chars(self, token_index: int) -> Optional[Tuple[int, int]]:
+        if self.sequence_ids[token_index] is None:
+            return None
+        return self.offsets[token_index]
+
+    def word_to_tokens(self, word_index: int, sequence_index: int = 0) -> Optional[Tuple[int, int]]:
+        first = last = None
+        for t, (s, w) in enumerate(zip(self.sequence_ids, self.word_ids)):
+            if s == sequence_index and w == word_index:
+                if first is None:
+                    first = t
+                last = t
+        return None if first is None else (first, last + 1)  # type: ignore[operator]
+
+    def word_to_chars(self, word_index: int, sequence_index: int = 0) -> Optional[Tuple[int, int]]:
+        span = self.word_to_tokens(word_index, sequence_index)
+        if span is None:
+            return None
+        offs = self.offsets[span[0]:span[1]]
+        return min(a for a, _ in offs), max(b for _, b in offs)
+
+    def char_to_token(self, char_pos: int, sequence_index: int = 0) -> Optional[int]:
+        for t, (s, (a, b)) in enumerate(zip(self.sequence_ids, self.offsets)):
+            if s == sequence_index and a <= char_pos < b:
+                return t
+        return None
+
+    def char_to_word(self, char_pos: int, sequence_index: int = 0) -> Optional[int]:
+        t = self.char_to_token(char_pos, sequence_index)
+        return None if t is None else self.word_ids[t]
+
+
+class _Encodings(_SequenceABC):
+    """``BatchEncoding.encodings`` of a :class:`CnfmceTokenizer` call: the rows' :class:`Encoding`
+    objects, each made when it is first asked for (a call that never asks pays nothing for them)."""
+
+    def __init__(self, hf: "CnfmceTokenizer", pieces: List[str], plan: List[Tuple[Any, Any]],
+                 enc_ids: List[List[int]], enc_off: Optional[List[List[Tuple[int, int]]]],
+                 layouts: List[List[Any]], pads: List[Tuple[str, int]], rows: List[List[int]],
+                 n_sequences: int, split_special_tokens: bool) -> None:
+        self._hf = hf
+        self._pieces = pieces
+        self._plan = plan
+        self._enc_ids = enc_ids
+        self._enc_off = enc_off
+        self._layouts = layouts
+        self._pads = pads
+        self._rows = rows
+        self._n_sequences = n_sequences
+        self._allowed = hf._allowed(split_special_tokens)
+        self._piece_cache: Dict[int, Tuple[List[Tuple[int, int]], List[int]]] = {}
+        self._seq_cache: Dict[Tuple[int, int], Tuple[List[Tuple[int, int]], List[int]]] = {}
+        self._made: Dict[int, Encoding] = {}
+
+    def __len__(self) -> int:
+        return len(self._layouts)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("encoding index out of range")
+        enc = self._made.get(i)
+        if enc is None:
+            enc = self._made[i] = self._make(i)
+        return enc
+
+    def __reduce__(self) -> Any:
+        return (list, ([self[i] for i in range(len(self))],))
+
+    def _piece(self, k: int) -> Tuple[List[Tuple[int, int]], List[int]]:
+        """Character offsets and word starts (1 where a token starts a word) of piece ``k``."""
+        got = self._piece_cache.get(k)
+        if got is not None:
+            return got
+        text = self._pieces[k]
+        data = text.encode("utf-8", "surrogatepass")
+        ids, spans = self._hf._tok.encode_bytes_with_offsets(data, allowed_special=self._allowed)
+        if ids != self._enc_ids[k]:
+            raise RuntimeError("cnfmce: the byte encoding of a text differs from its text encoding")
+        units = _core.unit_starts(data)
+        starts = [1 if t == 0 else units[a] for t, (a, _) in enumerate(spans)]
+        if self._enc_off is not None:
+            offs = self._enc_off[k]
+        else:
+            # Byte spans -> spans of the characters holding their bytes (the core's rule).
+            char_of = [0] * (len(data) + 1)
+            c = -1
+            for b, x in enumerate(data):
+                if x & 0xC0 != 0x80:
+                    c += 1
+                char_of[b] = c
+            offs = [(char_of[a], char_of[b - 1] + 1) for a, b in spans]
+        got = self._piece_cache[k] = (offs, starts)
+        return got
+
+    def _sequence(self, k: int, s: int) -> Tuple[List[Tuple[int, int]], List[int]]:
+        """Offsets and word ids of the whole sequence ``s`` of input ``k``."""
+        got = self._seq_cache.get((k, s))
+        if got is not None:
+            return got
+        ref = self._plan[k][s]
+        offs: List[Tuple[int, int]] = []
+        words: List[int] = []
+        if isinstance(ref, _Words):
+            for w, piece in enumerate(ref):
+                o, _ = self._piece(piece)
+                offs += o
+                words += [w] * len(o)
+        else:
+            for piece in ref:
+                o, starts = self._piece(piece)
+                offs += o
+                w = -1
+                for x in starts:
+                    w += x
+                    words.append(w)
+        got = self._seq_cache[(k, s)] = (offs, words)
+        return got
+
+    def _make(self, i: int) -> Encoding:
+        by_id = self._hf._vocab_tables()[0]
+        ids = self._rows[i]
+        offsets: List[Tuple[int, int]] = []
+        word_ids: List[Optional[int]] = []
+        seq_ids: List[Optional[int]] = []
+        type_ids: List[int] = []
+        special: List[int] = []
+        seq = 0
+        for part in self._layouts[i]:
+            if part is None:
+                offsets.append((0, 0))
+                word_ids.append(None)
+                seq_ids.append(None)
+                type_ids.append(seq)
+                special.append(1)
+                continue
+            s, k, lo, hi = part
+            seq = s
+            offs, words = self._sequence(k, s)
+            offsets += offs[lo:hi]
+            word_ids += words[lo:hi]
+            seq_ids += [s] * (hi - lo)
+            type_ids += [s] * (hi - lo)
+            special += [0] * (hi - lo)
+        n = len(offsets)
+        attention = [1] * n
+        side, d = self._pads[i]
+        if d:
+            pad_type = self._hf.pad_token_type_id
+            fills = ((offsets, (0, 0)), (word_ids, None), (seq_ids, None), (type_ids, pad_type),
+                     (special, 1), (attention, 0))
+            for lst, fill in fills:
+                if side == "right":
+                    lst.extend([fill] * d)
+                else:
+                    lst[:0] = [fill] * d
+        tokens = [(by_id[t] if 0 <= t < len(by_id) else None) or "" for t in ids]
+        return Encoding(list(ids), type_ids, tokens, offsets, attention, special, word_ids, seq_ids,
+                        self._n_sequences)
 
 
 def _is_regular(tok: Tokenizer, i: int) -> bool:
