@@ -282,8 +282,10 @@ def test_decode_and_skip_special_tokens(small, saved):
     docs = load_docs("zh")[:30]
     enc = auto(docs)["input_ids"]
     assert auto.batch_decode(enc) == docs
-    with pytest.raises((KeyError, ValueError)):
-        small.decode([999999])
+    # An id without a token is skipped, as fast tokenizers skip it (a model can emit it).
+    assert small.decode([999999]) == ""
+    with pytest.raises(ValueError):
+        small.decode([-1])
 
 
 def test_special_tokens_never_split(saved):
@@ -343,8 +345,7 @@ def test_token_strings_byte_level(o200k, qwen, small):
     want = dict(spec["model"]["vocab"])
     want.update({t["content"]: t["id"] for t in spec["added_tokens"]})
     assert qhf.get_vocab() == want
-    with pytest.raises((KeyError, ValueError)):
-        hf.convert_ids_to_tokens(199998)  # an unused id
+    assert hf.convert_ids_to_tokens(199998) is None  # an unused id, as fast tokenizers answer
     assert hf.convert_tokens_to_ids("not a token string \u0100\u0100 x") is None
 
 
