@@ -69,7 +69,7 @@ from . import _core, formats
 from .errors import UnknownIdError
 from .tokenizer import Tokenizer
 
-__all__ = ["CnfmceTokenizer", "VOCAB_FILE", "MODULE_FILE"]
+__all__ = ["CnfmceTokenizer", "DecodeStream", "Encoding", "VOCAB_FILE", "MODULE_FILE"]
 
 if int(transformers.__version__.split(".")[0]) < 5:  # pragma: no cover - needs transformers 4
     raise ImportError(f"cnfmce.hf needs transformers 5.x, found {transformers.__version__}: "
@@ -739,6 +739,11 @@ class CnfmceTokenizer(PreTrainedTokenizer):
             text = self.clean_up_tokenization(text)
         return text
 
+    def decode_stream(self, skip_special_tokens: bool = False) -> "DecodeStream":
+        """An incremental decoder for ids that arrive one at a time (text generation): see
+        :class:`DecodeStream`."""
+        return DecodeStream(self, skip_special_tokens=skip_special_tokens)
+
     # --- saving -------------------------------------------------------------------------------
 
     @classmethod
@@ -790,6 +795,53 @@ class CnfmceTokenizer(PreTrainedTokenizer):
         formats.write_bytes_atomic(config_path, (json.dumps(config, indent=2, sort_keys=True,
                                                             ensure_ascii=False) + "\n").encode("utf-8"))
         return tuple(files) + (module,)
+
+
+class DecodeStream:
+    """Incremental detokenization, as a serving engine streams generated text: feed ids one at a
+    time with :meth:`step`; each call returns the new text (``None`` when there is none yet).
+
+    The text returned so far never changes and never holds a broken character: the bytes of a token
+    that ends inside a UTF-8 character are held back until the character is complete. Bytes that
+    can never complete a character (an invalid sequence) become U+FFFD as soon as that is certain.
+    Ids without a token are skipped, special tokens give their text (nothing with
+    ``skip_special_tokens=True``). After the last id, :meth:`flush` returns what is still held back
+    (U+FFFD for an unfinished character); the pieces joined are exactly
+    ``tok.decode(ids, skip_special_tokens=..., clean_up_tokenization_spaces=False)``.
+
+    The same interface as ``tokenizers.decoders.DecodeStream`` except that the tokenizer is given
+    once, here, instead of to every :meth:`step`::
+
+        stream = tok.decode_stream(skip_special_tokens=True)
+        for i in generated_ids:
+            piece = stream.step(i)
+            if piece is not None:
+                print(piece, end="", flush=True)
+        print(stream.flush())
+    """
+
+    def __init__(self, tokenizer: "CnfmceTokenizer", skip_special_tokens: bool = False) -> None:
+        self._core = tokenizer.cnfmce_tokenizer
+        self._skip = set(tokenizer.all_special_ids) if skip_special_tokens else set()
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def step(self, token_id: int) -> Optional[str]:
+        """The text that ``token_id`` completes (``None`` when nothing new is complete)."""
+        token_id = int(token_id)
+        if token_id < 0:
+            raise ValueError(f"token ids are >= 0, got {token_id}")
+        if token_id in self._skip:
+            return None
+        try:
+            data = self._core.decode_bytes([token_id])
+        except UnknownIdError:
+            return None
+        text = self._decoder.decode(data)
+        return text or None
+
+    def flush(self) -> str:
+        """What is held back after the last id: U+FFFD for an unfinished character, else ``""``."""
+        return self._decoder.decode(b"", final=True)
 
 
 def _windows(n: int, keep: int, stride: int, side: str) -> List[Tuple[int, int]]:
