@@ -315,3 +315,65 @@ def test_is_fast_stays_honest(tok):
     assert tok("a cat").is_fast is True
     # Token-id input has no text, hence no encodings (as for the python backend).
     assert tok.pad({"input_ids": [[1, 2]]}).is_fast is False
+
+
+# --- the suite's branches for fast tokenizers and for torch, run here with numpy -----------------
+
+
+def test_pair_overflow_as_fast_tokenizers(tok):
+    """The assertions transformers' test_maximum_encoding_length_pair_input makes for fast
+    tokenizers: with `only_first` / `only_second`, the second row holds the last 2 + stride tokens
+    of the truncated sequence and the whole other sequence."""
+    seq_0 = "This is a sentence to be encoded. " * 3
+    seq_1 = "This one is shorter."
+    ids0, ids1 = tok.encode(seq_0, add_special_tokens=False), tok.encode(seq_1, add_special_tokens=False)
+    stride, n = 2, len(ids0) + len(ids1)
+    first = tok(seq_0, seq_1, max_length=n - 2, add_special_tokens=False, stride=stride,
+                truncation="only_first", return_overflowing_tokens=True)
+    assert len(first["input_ids"]) == 2
+    assert first["input_ids"][0] == ids0[:-2] + ids1
+    assert first["input_ids"][1] == ids0[-(2 + stride):] + ids1
+    second = tok(seq_0, seq_1, max_length=n - 2, add_special_tokens=False, stride=stride,
+                 truncation="only_second", return_overflowing_tokens=True)
+    assert len(second["input_ids"]) == 2
+    assert second["input_ids"][0] == ids0 + ids1[:-2]
+    assert second["input_ids"][1] == ids0 + ids1[-(2 + stride):]
+    single = tok(seq_0, max_length=len(ids0) - 2, add_special_tokens=False, stride=stride,
+                 truncation="longest_first", return_overflowing_tokens=True)
+    assert single["input_ids"][0] == ids0[:-2] and single["input_ids"][1] == ids0[-(2 + stride):]
+
+
+def test_sequence_ids_as_the_suite_checks(core):
+    """transformers' test_sequence_ids (run there only for the tokenizers backend)."""
+    for hf in (core.to_transformers(), core.to_transformers(bos_token="<s>", add_bos_token=True)):
+        out = hf("Test this method.")
+        assert 0 in out.sequence_ids()
+        out = hf("Test this method.", "With these inputs.")
+        assert 0 in out.sequence_ids() and 1 in out.sequence_ids()
+        if hf.num_special_tokens_to_add(pair=True):
+            assert None in out.sequence_ids()
+
+
+def test_seq2seq_batch_and_dynamic_overflow_with_numpy(tok):
+    """transformers' test_prepare_seq2seq_batch and test_batch_encode_dynamic_overflowing (which
+    need torch there), with return_tensors="np"."""
+    src = [" UN Chief Says There Is No Military Solution in Syria",
+           " Secretary-General Ban Ki-moon says his response to Russia's stepped up military support"]
+    tgt = ["Şeful ONU declară că nu există o soluţie militară în Siria",
+           "Secretarul General Ban Ki-moon declară că răspunsul său la intensificarea sprijinului"]
+    batch = tok(src, text_target=tgt, max_length=3, max_target_length=10, return_tensors="np",
+                src_lang="en_XX")
+    assert batch.input_ids.shape[1] == 3 and batch.labels.shape[1] == 10
+    batch = tok(src, text_target=tgt, max_length=3, return_tensors="np")
+    assert batch.input_ids.shape[1] == 3 and batch.labels.shape[1] == 3
+    enc_only = tok(src, max_length=3, max_target_length=10, return_tensors="np")
+    assert enc_only.input_ids.shape[1] == 3 and "decoder_input_ids" not in enc_only
+    for text, trunc in (("HuggingFace is solving NLP one commit at a time", True),
+                        (["HuggingFace is solving NLP one commit at a time"], "only_first"),
+                        (["HuggingFace is solving NLP one commit at a time", "Very tiny input"],
+                         "only_first")):
+        out = tok(text, max_length=6, padding=True, truncation=trunc, return_tensors="np",
+                  return_overflowing_tokens=True)
+        for key in out:
+            if key != "overflow_to_sample_mapping":
+                assert out[key].ndim == 2 and out[key].shape[-1] == 6
