@@ -1011,25 +1011,39 @@ class _Encodings(_SequenceABC):
         got = self._piece_cache.get(k)
         if got is not None:
             return got
+        import numpy as np
         text = self._pieces[k]
         data = text.encode("utf-8", "surrogatepass")
-        ids, spans = self._hf._tok.encode_bytes_with_offsets(data, allowed_special=self._allowed)
-        if ids != self._enc_ids[k]:
-            raise RuntimeError("cnfmce: the byte encoding of a text differs from its text encoding")
-        units = _core.unit_starts(data)
-        starts = [1 if t == 0 else units[a] for t, (a, _) in enumerate(spans)]
+        units = np.frombuffer(_core.unit_starts(data), dtype=np.uint8)
+        lead = (np.frombuffer(data, dtype=np.uint8) & 0xC0) != 0x80
         if self._enc_off is not None:
+            # The call's offsets: a token starts inside a character exactly when its span begins
+            # before the end of the previous token's (two tokens splitting a character share it).
             offs = self._enc_off[k]
+            if offs:
+                a = np.fromiter((o[0] for o in offs), dtype=np.int64, count=len(offs))
+                e = np.fromiter((o[1] for o in offs), dtype=np.int64, count=len(offs))
+                byte_of_char = np.flatnonzero(lead)
+                at_char = np.ones(len(offs), dtype=bool)
+                at_char[1:] = a[1:] >= e[:-1]
+                starts_arr = at_char & (units[byte_of_char[np.minimum(a, len(byte_of_char) - 1)]] == 1)
+            else:
+                starts_arr = np.zeros(0, dtype=bool)
         else:
-            # Byte spans -> spans of the characters holding their bytes (the core's rule).
-            char_of = [0] * (len(data) + 1)
-            c = -1
-            for b, x in enumerate(data):
-                if x & 0xC0 != 0x80:
-                    c += 1
-                char_of[b] = c
-            offs = [(char_of[a], char_of[b - 1] + 1) for a, b in spans]
-        got = self._piece_cache[k] = (offs, starts)
+            ids, spans = self._hf._tok.encode_bytes_with_offsets(data, allowed_special=self._allowed)
+            if ids != self._enc_ids[k]:
+                raise RuntimeError("cnfmce: the byte encoding of a text differs from its text encoding")
+            if spans:
+                a = np.fromiter((x[0] for x in spans), dtype=np.int64, count=len(spans))
+                b = np.fromiter((x[1] for x in spans), dtype=np.int64, count=len(spans))
+                char_of = np.cumsum(lead) - 1
+                offs = list(zip(char_of[a].tolist(), (char_of[b - 1] + 1).tolist()))
+                starts_arr = units[a] == 1
+            else:
+                offs, starts_arr = [], np.zeros(0, dtype=bool)
+        if len(starts_arr):
+            starts_arr[0] = True
+        got = self._piece_cache[k] = (offs, starts_arr.astype(np.int64).tolist())
         return got
 
     def _sequence(self, k: int, s: int) -> Tuple[List[Tuple[int, int]], List[int]]:
