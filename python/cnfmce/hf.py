@@ -151,10 +151,7 @@ class CnfmceTokenizer(PreTrainedTokenizer):
     add_prefix_space = False
 
     def __init__(self, vocab_file: Optional[str] = None, *, tokenizer: Optional[Tokenizer] = None,
-                 add_bos_token: bool = False, add_eos_token: bool = False,
-                 chat_template: Optional[Union[str, Dict[str, str]]] = None, **kwargs: Any) -> None:
-        if chat_template is not None:
-            kwargs["chat_template"] = chat_template
+                 add_bos_token: bool = False, add_eos_token: bool = False, **kwargs: Any) -> None:
         if tokenizer is None:
             if vocab_file is None:
                 raise ValueError("CnfmceTokenizer needs a cnfmce.Tokenizer (tokenizer=...) or a "
