@@ -9,13 +9,15 @@ in a rotating order), MB/s of UTF-8 input:
 * `hf-fast`         — `tok(texts)` through `transformers.PreTrainedTokenizerFast` loaded from
                       Qwen3.5's tokenizer.json (Hugging Face `tokenizers`, BPE);
 * with `--offsets`, the last two again with `return_offsets_mapping=True`;
-* with `--padded`, both with `padding=True, return_tensors="np"`.
+* with `--padded`, both with `padding=True, return_tensors="np"`;
+* with `--word-ids`, both with `return_offsets_mapping=True` and then `word_ids(i)` of every row
+  (the wrapper's encodings are made on that first request, from the core's offsets and units).
 
 Reports the median and the range of `--repeats` rounds (>= 3), the per-round ratio
 wrapper / encode_batch (target: <= 1.3x time) and wrapper vs hf-fast (target: faster), the machine
 load during each case (other processes' cores from /proc/stat) and the library versions.
 
-    python benches/hf.py [--repeats 5] [--offsets] [--padded] [--wait-quiet 30] [--json out.json]
+    python benches/hf.py [--repeats 5] [--offsets] [--padded] [--word-ids] [--wait-quiet 30] [--json out.json]
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5, help="rounds (>= 3)")
     ap.add_argument("--offsets", action="store_true", help="also with return_offsets_mapping=True")
     ap.add_argument("--padded", action="store_true", help="also with padding=True, return_tensors='np'")
+    ap.add_argument("--word-ids", action="store_true",
+                    help="also with return_offsets_mapping=True and word_ids() of every row")
     ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
                     help="before each round, wait up to S s for the machine to be quiet")
     ap.add_argument("--json", default=str(OUT / "hf.json"), help="where to write the results")
@@ -83,6 +87,12 @@ def main() -> None:
     if args.offsets:
         cases["wrapper+offsets"] = lambda: wrapper(docs, return_offsets_mapping=True)
         cases["hf-fast+offsets"] = lambda: fast(docs, return_offsets_mapping=True)
+    if args.word_ids:
+        def with_word_ids(t: Any) -> Any:
+            enc = t(docs, return_offsets_mapping=True)
+            return [enc.word_ids(i) for i in range(len(docs))]
+        cases["wrapper+offsets+word_ids"] = lambda: with_word_ids(wrapper)
+        cases["hf-fast+offsets+word_ids"] = lambda: with_word_ids(fast)
     if args.padded:
         cases["wrapper+pad+np"] = lambda: wrapper(docs, padding=True, return_tensors="np")
         cases["hf-fast+pad+np"] = lambda: fast(docs, padding=True, return_tensors="np")
