@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 transformers = pytest.importorskip("transformers")
-pytest.importorskip("parameterized")
 
 import cnfmce  # noqa: E402
 from cnfmce.demo import load_sample  # noqa: E402
@@ -33,6 +32,8 @@ _DIR = os.environ.get(ENV)
 if not _DIR:
     pytest.skip(f"{ENV} is not set (python tests/transformers_suite.py CACHE_DIR prints the directory "
                 "of transformers' common tokenizer tests)", allow_module_level=True)
+import parameterized  # noqa: E402,F401  (the suite imports it; the test extra installs it)
+
 if not Path(_DIR, "test_tokenization_common.py").is_file():
     raise RuntimeError(f"{ENV}={_DIR} has no test_tokenization_common.py")
 
