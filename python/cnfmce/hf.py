@@ -628,11 +628,14 @@ class CnfmceTokenizer(PreTrainedTokenizer):
             else:
                 windows = [((0, n0), None if n1 is None else (0, n1))]
             for w0, w1 in windows:
-                seq = bos + ids0[w0[0]:w0[1]] + eos
+                # The core's list itself when nothing is added or cut (no copy on the common path).
+                seq = ids0 if w0 == (0, n0) else ids0[w0[0]:w0[1]]
+                if n_bos or n_eos:
+                    seq = bos + seq + eos
                 layout: List[Any] = [None] * n_bos + [(0, k, w0[0], w0[1])] + [None] * n_eos
                 if ids1 is not None:
                     assert w1 is not None
-                    seq += bos + ids1[w1[0]:w1[1]] + eos
+                    seq = seq + bos + ids1[w1[0]:w1[1]] + eos
                     layout += [None] * n_bos + [(1, k, w1[0], w1[1])] + [None] * n_eos
                 if not truncate:
                     self._eventual_warn_about_too_long_sequence(seq, max_length, verbose)
@@ -896,15 +899,15 @@ class Encoding:
     word and no sequence (``None``).
     """
 
-    __slots__ = ("ids", "type_ids", "tokens", "offsets", "attention_mask", "special_tokens_mask",
+    __slots__ = ("ids", "type_ids", "_tokens", "offsets", "attention_mask", "special_tokens_mask",
                  "word_ids", "sequence_ids", "overflowing", "n_sequences")
 
-    def __init__(self, ids: List[int], type_ids: List[int], tokens: List[str],
+    def __init__(self, ids: List[int], type_ids: List[int], tokens: Any,
                  offsets: List[Tuple[int, int]], attention_mask: List[int], special_tokens_mask: List[int],
                  word_ids: List[Optional[int]], sequence_ids: List[Optional[int]], n_sequences: int) -> None:
         self.ids = ids
         self.type_ids = type_ids
-        self.tokens = tokens
+        self._tokens = tokens  # the list, or the id -> string table to make it from
         self.offsets = offsets
         self.attention_mask = attention_mask
         self.special_tokens_mask = special_tokens_mask
@@ -914,12 +917,25 @@ class Encoding:
         self.n_sequences = n_sequences
 
     @property
+    def tokens(self) -> List[str]:
+        """The token strings (``convert_ids_to_tokens``; ``""`` for an id without a token)."""
+        if isinstance(self._tokens, tuple):
+            (by_id,) = self._tokens
+            n = len(by_id)
+            self._tokens = [(by_id[t] if t < n else None) or "" for t in self.ids]
+        return self._tokens
+
+    @property
     def words(self) -> List[Optional[int]]:
         """Same as :attr:`word_ids` (the older name in ``tokenizers``)."""
         return self.word_ids
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def __reduce__(self) -> Any:
+        return (Encoding, (self.ids, self.type_ids, self.tokens, self.offsets, self.attention_mask,
+                           self.special_tokens_mask, self.word_ids, self.sequence_ids, self.n_sequences))
 
     def __repr__(self) -> str:
         return f"Encoding(num_tokens={len(self.ids)}, n_sequences={self.n_sequences})"
@@ -1004,7 +1020,7 @@ class _Encodings(_SequenceABC):
         return (list, ([self[i] for i in range(len(self))],))
 
     def _piece(self, k: int) -> Tuple[List[Tuple[int, int]], List[int]]:
-        """Character offsets and word starts (1 where a token starts a word) of piece ``k``."""
+        """Character offsets and word ids of the tokens of piece ``k`` (a text on its own)."""
         got = self._piece_cache.get(k)
         if got is not None:
             return got
@@ -1040,7 +1056,7 @@ class _Encodings(_SequenceABC):
                 offs, starts_arr = [], np.zeros(0, dtype=bool)
         if len(starts_arr):
             starts_arr[0] = True
-        got = self._piece_cache[k] = (offs, starts_arr.astype(np.int64).tolist())
+        got = self._piece_cache[k] = (offs, (np.cumsum(starts_arr, dtype=np.int64) - 1).tolist())
         return got
 
     def _sequence(self, k: int, s: int) -> Tuple[List[Tuple[int, int]], List[int]]:
@@ -1057,13 +1073,8 @@ class _Encodings(_SequenceABC):
                 offs += o
                 words += [w] * len(o)
         else:
-            for piece in ref:
-                o, starts = self._piece(piece)
-                offs += o
-                w = -1
-                for x in starts:
-                    w += x
-                    words.append(w)
+            (piece,) = ref  # a text is one piece
+            offs, words = self._piece(piece)
         got = self._seq_cache[(k, s)] = (offs, words)
         return got
 
@@ -1104,8 +1115,7 @@ class _Encodings(_SequenceABC):
                     lst.extend([fill] * d)
                 else:
                     lst[:0] = [fill] * d
-        tokens = [(by_id[t] if 0 <= t < len(by_id) else None) or "" for t in ids]
-        return Encoding(list(ids), type_ids, tokens, offsets, attention, special, word_ids, seq_ids,
+        return Encoding(list(ids), type_ids, (by_id,), offsets, attention, special, word_ids, seq_ids,
                         self._n_sequences)
 
 
