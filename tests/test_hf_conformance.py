@@ -119,8 +119,18 @@ class _CnfmceSuite(TokenizerTesterMixin):
 
     @classmethod
     def setUpClass(cls) -> None:
+        # The tokenizer saved in a local directory is the suite's "pretrained" tokenizer: the tests
+        # that loop over `tokenizers_list` (and test_local_files_only) load it with AutoTokenizer.
+        cls._saved = tempfile.mkdtemp()
+        cls.tokenizer_class(tokenizer=cls.core(), **cls.hf_kwargs).save_pretrained(cls._saved)
+        cls.from_pretrained_id = [cls._saved]
+        cls.from_pretrained_kwargs = {"trust_remote_code": True}
         super().setUpClass()
-        cls.tokenizer_class(tokenizer=cls.core(), **cls.hf_kwargs).save_pretrained(cls.tmpdirname)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        super().tearDownClass()
+        shutil.rmtree(cls._saved, ignore_errors=True)
 
 
 def _not_applicable(cls):
