@@ -47,6 +47,18 @@ default, as for GPT-2-style models); a pair is ``[bos] a [eos] [bos] b [eos]``. 
 (``return_offsets_mapping=True``) are character spans into each input string computed in the
 core (:meth:`cnfmce.Tokenizer.encode_with_offsets`); special tokens added by ``add_special_tokens``
 and padding get ``(0, 0)``.
+
+The fast-tokenizer surface. ``BatchEncoding.encodings`` holds :class:`Encoding` objects (the
+interface of ``tokenizers.Encoding``, made on first use), so ``word_ids()``, ``sequence_ids()``,
+``char_to_token()``, ``token_to_chars()``, ``token_to_word()``, ``word_to_tokens()`` work as with
+``PreTrainedTokenizerFast``; ``return_overflowing_tokens=True`` gives fast tokenizers' stride windows
+(``overflow_to_sample_mapping``). ``is_fast`` stays ``False``: this is not a ``tokenizers`` tokenizer.
+Words are defined in :class:`Encoding`.
+
+Unused ids (an id below ``len(tok)`` without a token, e.g. 199998 of o200k_base) convert to ``None``
+and are skipped by ``decode``, as in fast tokenizers; unknown keyword arguments are ignored, as
+transformers' tokenizers ignore them. :meth:`CnfmceTokenizer.decode_stream` decodes ids arriving one
+at a time (:class:`DecodeStream`). docs/transformers.md and docs/serving.md have the details.
 """
 
 from __future__ import annotations
