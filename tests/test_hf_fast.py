@@ -377,3 +377,10 @@ def test_seq2seq_batch_and_dynamic_overflow_with_numpy(tok):
         for key in out:
             if key != "overflow_to_sample_mapping":
                 assert out[key].ndim == 2 and out[key].shape[-1] == 6
+
+
+def test_add_prefix_space(core):
+    hf = core.to_transformers(add_prefix_space=False)
+    assert hf.add_prefix_space is False
+    with pytest.raises(ValueError, match="add_prefix_space"):
+        core.to_transformers(add_prefix_space=True)

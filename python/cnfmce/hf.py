@@ -171,6 +171,10 @@ class CnfmceTokenizer(PreTrainedTokenizer):
             tokenizer = Tokenizer.load(vocab_file)
         elif not isinstance(tokenizer, Tokenizer):
             raise TypeError(f"tokenizer must be a cnfmce.Tokenizer, got {type(tokenizer).__name__}")
+        if kwargs.pop("add_prefix_space", False):
+            raise ValueError("add_prefix_space=True is not supported: CnfmceTokenizer encodes the text, "
+                             "and each word of is_split_into_words=True input, as given (add the "
+                             "spaces to the words you pass)")
         for name, flag in (("add_bos_token", add_bos_token), ("add_eos_token", add_eos_token)):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be True or False, got {flag!r}")
