@@ -287,6 +287,8 @@ def reason(ch: str, cnt, rank, cut: int, ncov: int, in_vocab: bool) -> str:
 def run(args: Any) -> Dict[str, Any]:
     import cnfmce
     res = C.run_header(NAME, False)
+    if SIZE != 32_000:  # the page of another size is made by this script with BF_SIZE
+        res["command"] = f"BF_SIZE={SIZE} python experiments/byte_fallback.py"
     t0 = time.perf_counter()
     res["load_before"] = os.getloadavg()
     bld = builds()
@@ -523,7 +525,4 @@ def render(res: Dict[str, Any], md: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        worker(*sys.argv[2:4])
-    else:
-        C.experiment_main(NAME, __doc__, run, render)
+    C.experiment_main(NAME, __doc__, run, render, commands={"--worker": worker})

@@ -364,18 +364,46 @@ def result_paths(name: str, quick: bool) -> Tuple[Path, Path, Path]:
     return base / f"{name}.json", base / f"{name}.md", base / name
 
 
+# Finished trials: their pages (and JSON) are kept as recorded results; the scripts that made
+# them were removed after their findings went into the core (or were dropped), and are in the
+# repository's history at the commit given here.
+FINISHED_TRIALS = {
+    "raw_rule": ("raw_rule.py", "1ca72ca", "the raw-cut rules screened with train_from_counts; "
+                 "the Han-weighted cut became the core's raw_han_exponent"),
+    "zh_sources": ("zh_sources.py, zh_segment.py", "1ca72ca", "Chinese per source package: budget "
+                   "or method (no JSON: the page records the runs' numbers)"),
+}
+
+
+def parser(doc: Optional[str], quick: bool = True,
+           render: Optional[str] = "only rewrite the page from the JSON") -> argparse.ArgumentParser:
+    """The argument parser of every experiment script: the script's docstring as its help,
+    ``--quick`` (small data and vocabularies) and ``--render`` (help ``render``: rewrite the page
+    from what is recorded, no training); a script adds its own options to it."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if quick:
+        ap.add_argument("--quick", action="store_true", help="small data and vocabularies (development)")
+    if render:
+        ap.add_argument("--render", action="store_true", help=render)
+    return ap
+
+
 def experiment_main(name: str, doc: Optional[str],
                     run: Callable[[argparse.Namespace], Dict[str, Any]],
                     render: Callable[[Dict[str, Any], Path], None],
                     plot: Optional[Callable[[Dict[str, Any], Path], None]] = None,
-                    flags: Sequence[Tuple[str, str]] = ()) -> None:
+                    flags: Sequence[Tuple[str, str]] = (),
+                    commands: Optional[Dict[str, Callable[..., Any]]] = None) -> None:
     """The command line of an experiment script: ``--quick``, ``--render`` (only rewrite the page
     and plot from the JSON) and the script's own boolean ``flags`` (name, help). Runs
-    ``run(args)``, writes its JSON, then renders the page (and the plot) from the JSON written."""
-    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="small data and vocabularies (development)")
-    ap.add_argument("--render", action="store_true",
-                    help="only rewrite the page" + (" and plot" if plot else "") + " from the JSON")
+    ``run(args)``, writes its JSON, then renders the page (and the plot) from the JSON written.
+
+    ``commands``: the script's other entry points, ``python script.py COMMAND ARG...`` calling
+    ``commands[COMMAND](*ARGS)``; ``"--worker"`` is the one a :func:`run_training` child runs."""
+    if commands and len(sys.argv) > 1 and sys.argv[1] in commands:
+        commands[sys.argv[1]](*sys.argv[2:])
+        return
+    ap = parser(doc, render="only rewrite the page" + (" and plot" if plot else "") + " from the JSON")
     for flag, help_ in flags:
         ap.add_argument(flag, action="store_true", help=help_)
     args = ap.parse_args()

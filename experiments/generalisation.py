@@ -670,11 +670,6 @@ def import_trial(other: str, label: str, config: str = "after") -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        worker(*sys.argv[2:6])
-    elif len(sys.argv) > 1 and sys.argv[1] == "--counts-check":
-        counts_check(sys.argv[2:] or ["32k", "128k", "250k"])
-    elif len(sys.argv) > 1 and sys.argv[1] == "--import-trial":
-        import_trial(*sys.argv[2:5])
-    else:
-        C.experiment_main(NAME, __doc__, run, render)
+    C.experiment_main(NAME, __doc__, run, render, commands={
+        "--worker": worker, "--import-trial": import_trial,
+        "--counts-check": lambda *sizes: counts_check(list(sizes) or ["32k", "128k", "250k"])})

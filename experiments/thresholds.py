@@ -276,9 +276,5 @@ def import_trial(other: str, label: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        worker(*sys.argv[2:7])
-    elif len(sys.argv) > 1 and sys.argv[1] == "--import-trial":
-        import_trial(*sys.argv[2:4])
-    else:
-        C.experiment_main(NAME, __doc__, run, render)
+    C.experiment_main(NAME, __doc__, run, render,
+                      commands={"--worker": worker, "--import-trial": import_trial})
