@@ -127,17 +127,9 @@ def counts_path() -> Path:
 def worker(selection: str, out: str) -> None:
     import cnfmce
     paths = [str(p) for p in P.train_paths()]
-    t0 = time.perf_counter()
-    tok = cnfmce.train_from_counts(str(counts_path()), paths, vocab_size=SIZE, raw_vocab_size=RAW,
-                                   selection=selection, progress=False)
-    secs = time.perf_counter() - t0
-    tok.save(out + ".cnfmce.json.gz")
-    md = tok.metadata
-    Path(out + ".json").write_text(json.dumps({
-        "seconds": round(secs, 1), "filtering_s": md.get("filtering", {}).get("seconds"),
-        "refining_s": round(sum(r["seconds"] for r in md.get("refining", [])), 1),
-        "covered_characters": md.get("covered_characters"), "selection": md.get("selection"),
-        "raw_vocabulary": md.get("raw_vocabulary")}))
+    C.train_worker(out, lambda: cnfmce.train_from_counts(str(counts_path()), paths, vocab_size=SIZE,
+                                                         raw_vocab_size=RAW, selection=selection,
+                                                         progress=False))
 
 
 def trained(name: str, bld: Dict[str, Optional[str]]):

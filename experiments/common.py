@@ -315,6 +315,32 @@ def run_training(script: str, worker_args: Sequence[str], base: Path, params: Di
     return info
 
 
+def train_worker(out: str, train: Callable[[], Any], **extra: Any) -> None:
+    """The body of a script's ``--worker`` (the child :func:`run_training` starts): times
+    ``train()``, saves the tokenizer to ``<out>.cnfmce.json.gz`` and writes ``<out>.json``, the
+    run's timings and what its metadata says of the result (plus ``extra``)."""
+    import cnfmce
+    t0 = time.perf_counter()
+    tok = train()
+    secs = time.perf_counter() - t0
+    tok.save(out + ".cnfmce.json.gz")
+    md = tok.metadata
+    counting = md.get("counting", {})
+    info = {"seconds": round(secs, 1), "counting_s": counting.get("seconds"),
+            "filtering_s": md.get("filtering", {}).get("seconds"),
+            "refining_s": round(sum(r["seconds"] for r in md.get("refining", [])), 1),
+            "refining": md.get("refining"), "raw_vocabulary": md.get("raw_vocabulary"),
+            "covered_characters": md.get("covered_characters"), "selection": md.get("selection"),
+            "raw_vocab_size": counting.get("raw_vocab_size"),
+            "round_stats": counting.get("round_stats") or []}
+    if md.get("selection") == "refined-scripts":
+        info["script_share_exponent"] = cnfmce._core.SCRIPT_SHARE_EXPONENT
+    if md.get("selection") == "refined-non-ascii":
+        info["non_ascii_share_exponent"] = cnfmce._core.NON_ASCII_SHARE_EXPONENT
+    info.update(extra)
+    Path(out + ".json").write_text(json.dumps(info))
+
+
 def machine_info() -> Dict[str, Any]:
     import cnfmce
     cpu = ""

@@ -99,3 +99,29 @@ def test_index_renders_from_the_experiments_json(tmp_path, monkeypatch):
     summary = importlib.import_module("summary")
     summary.main()
     assert (tmp_path / "README.md").read_bytes() == (RESULTS / "README.md").read_bytes()
+
+
+def test_the_training_runner_records_a_worker_run(tmp_path, monkeypatch):
+    """common.run_training starts ``script --worker ARGS OUT`` (dispatched by experiment_main) and
+    reads back what common.train_worker wrote: here on a tiny training of the bundled sample."""
+    script = tmp_path / "tiny.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(EXPERIMENTS)!r})\n"
+        "import common as C\n"
+        "def worker(size, out):\n"
+        "    import cnfmce\n"
+        "    from cnfmce.demo import load_sample\n"
+        "    docs = [d['text'] for d in load_sample()][:100]\n"
+        "    C.train_worker(out, lambda: cnfmce.train(cnfmce.Documents(docs), vocab_size=int(size),\n"
+        "                                             progress=False), size=int(size))\n"
+        "if __name__ == '__main__':\n"
+        "    C.experiment_main('tiny', None, None, None, commands={'--worker': worker})\n")
+    base = tmp_path / "run"
+    info = C.run_training(str(script), ["400"], base, {"size": 400}, "tiny")
+    assert info["size"] == 400 and info["selection"] == "paper" and info["seconds"] >= 0
+    assert info["params"] == {"size": 400} and info["peak_rss"] > 0
+    import cnfmce
+    assert cnfmce.Tokenizer.load(str(base) + ".run.cnfmce.json.gz").vocab_size == 400
+    assert C.cached_training(base, {"size": 400}) == json.loads(json.dumps(info))  # as recorded
+    assert C.cached_training(base, {"size": 500}) is None

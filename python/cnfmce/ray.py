@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import time
 import warnings
 from dataclasses import dataclass

@@ -21,7 +21,7 @@ from . import _core
 from ._checks import default_memory_limit
 from .config import TrainConfig, counting_info, report_metadata, warn_rounds
 from .corpus import Inputs
-from .counts import Counts, count_lists, load_any_counts, load_counts, merge_counts, save_counts
+from .counts import Counts, count_lists, load_counts, merge_counts, save_counts
 from .readers import Corpus, fmt_bytes, feed, peak_rss_bytes
 from .tokenizer import DEFAULT_BOUNDARY_PENALTY, Tokenizer
 from .workdir import remove_stale_work_dirs, work_dir
