@@ -992,9 +992,8 @@ def count(inputs: Any, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SIZE,
 def _count(inputs: Any, config: TrainConfig, opts: RayOptions) -> Any:
     from .counts import Counts
     from .workdir import work_dir as _work_dir
-    _check_positive_int("raw_vocab_size", config.raw_vocab_size)
     with _work_dir(None) as tmp:
-        counter = config.counter(tmp, 1 << 30)
+        counter = config.counter(tmp, 1 << 30)  # the core checks raw_vocab_size
         warn_rounds(counter.rounds)
         run = _Run(inputs, config, opts)
         info = _counting_meta(counter.rounds, config.raw_vocab_size, run)
@@ -1006,11 +1005,6 @@ def _count(inputs: Any, config: TrainConfig, opts: RayOptions) -> Any:
         _finish_counting(run, info, t0)
         toks, counts = counter.result()
         return Counts(zip(toks, counts), info=info, characters=dict(zip(*counter.char_counts())))
-
-
-def _check_positive_int(name: str, v: Any) -> None:
-    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise ValueError(f"{name} must be a positive int, got {v!r}")
 
 
 def _filter_and_finish(run: _Run, trainer: Any, config: TrainConfig, meta: Dict[str, Any]) -> Tokenizer:
