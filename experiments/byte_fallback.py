@@ -127,17 +127,9 @@ def counts_path() -> Path:
 def worker(selection: str, out: str) -> None:
     import cnfmce
     paths = [str(p) for p in P.train_paths()]
-    t0 = time.perf_counter()
-    tok = cnfmce.train_from_counts(str(counts_path()), paths, vocab_size=SIZE, raw_vocab_size=RAW,
-                                   selection=selection, progress=False)
-    secs = time.perf_counter() - t0
-    tok.save(out + ".cnfmce.json.gz")
-    md = tok.metadata
-    Path(out + ".json").write_text(json.dumps({
-        "seconds": round(secs, 1), "filtering_s": md.get("filtering", {}).get("seconds"),
-        "refining_s": round(sum(r["seconds"] for r in md.get("refining", [])), 1),
-        "covered_characters": md.get("covered_characters"), "selection": md.get("selection"),
-        "raw_vocabulary": md.get("raw_vocabulary")}))
+    C.train_worker(out, lambda: cnfmce.train_from_counts(str(counts_path()), paths, vocab_size=SIZE,
+                                                         raw_vocab_size=RAW, selection=selection,
+                                                         progress=False))
 
 
 def trained(name: str, bld: Dict[str, Optional[str]]):
@@ -287,6 +279,8 @@ def reason(ch: str, cnt, rank, cut: int, ncov: int, in_vocab: bool) -> str:
 def run(args: Any) -> Dict[str, Any]:
     import cnfmce
     res = C.run_header(NAME, False)
+    if SIZE != 32_000:  # the page of another size is made by this script with BF_SIZE
+        res["command"] = f"BF_SIZE={SIZE} python experiments/byte_fallback.py"
     t0 = time.perf_counter()
     res["load_before"] = os.getloadavg()
     bld = builds()
@@ -523,7 +517,4 @@ def render(res: Dict[str, Any], md: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        worker(*sys.argv[2:4])
-    else:
-        C.experiment_main(NAME, __doc__, run, render)
+    C.experiment_main(NAME, __doc__, run, render, commands={"--worker": worker})

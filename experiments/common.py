@@ -315,6 +315,32 @@ def run_training(script: str, worker_args: Sequence[str], base: Path, params: Di
     return info
 
 
+def train_worker(out: str, train: Callable[[], Any], **extra: Any) -> None:
+    """The body of a script's ``--worker`` (the child :func:`run_training` starts): times
+    ``train()``, saves the tokenizer to ``<out>.cnfmce.json.gz`` and writes ``<out>.json``, the
+    run's timings and what its metadata says of the result (plus ``extra``)."""
+    import cnfmce
+    t0 = time.perf_counter()
+    tok = train()
+    secs = time.perf_counter() - t0
+    tok.save(out + ".cnfmce.json.gz")
+    md = tok.metadata
+    counting = md.get("counting", {})
+    info = {"seconds": round(secs, 1), "counting_s": counting.get("seconds"),
+            "filtering_s": md.get("filtering", {}).get("seconds"),
+            "refining_s": round(sum(r["seconds"] for r in md.get("refining", [])), 1),
+            "refining": md.get("refining"), "raw_vocabulary": md.get("raw_vocabulary"),
+            "covered_characters": md.get("covered_characters"), "selection": md.get("selection"),
+            "raw_vocab_size": counting.get("raw_vocab_size"),
+            "round_stats": counting.get("round_stats") or []}
+    if md.get("selection") == "refined-scripts":
+        info["script_share_exponent"] = cnfmce._core.SCRIPT_SHARE_EXPONENT
+    if md.get("selection") == "refined-non-ascii":
+        info["non_ascii_share_exponent"] = cnfmce._core.NON_ASCII_SHARE_EXPONENT
+    info.update(extra)
+    Path(out + ".json").write_text(json.dumps(info))
+
+
 def machine_info() -> Dict[str, Any]:
     import cnfmce
     cpu = ""
@@ -364,18 +390,46 @@ def result_paths(name: str, quick: bool) -> Tuple[Path, Path, Path]:
     return base / f"{name}.json", base / f"{name}.md", base / name
 
 
+# Finished trials: their pages (and JSON) are kept as recorded results; the scripts that made
+# them were removed after their findings went into the core (or were dropped), and are in the
+# repository's history at the commit given here.
+FINISHED_TRIALS = {
+    "raw_rule": ("raw_rule.py", "1ca72ca", "the raw-cut rules screened with train_from_counts; "
+                 "the Han-weighted cut became the core's raw_han_exponent"),
+    "zh_sources": ("zh_sources.py, zh_segment.py", "1ca72ca", "Chinese per source package: budget "
+                   "or method (no JSON: the page records the runs' numbers)"),
+}
+
+
+def parser(doc: Optional[str], quick: bool = True,
+           render: Optional[str] = "only rewrite the page from the JSON") -> argparse.ArgumentParser:
+    """The argument parser of every experiment script: the script's docstring as its help,
+    ``--quick`` (small data and vocabularies) and ``--render`` (help ``render``: rewrite the page
+    from what is recorded, no training); a script adds its own options to it."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if quick:
+        ap.add_argument("--quick", action="store_true", help="small data and vocabularies (development)")
+    if render:
+        ap.add_argument("--render", action="store_true", help=render)
+    return ap
+
+
 def experiment_main(name: str, doc: Optional[str],
                     run: Callable[[argparse.Namespace], Dict[str, Any]],
                     render: Callable[[Dict[str, Any], Path], None],
                     plot: Optional[Callable[[Dict[str, Any], Path], None]] = None,
-                    flags: Sequence[Tuple[str, str]] = ()) -> None:
+                    flags: Sequence[Tuple[str, str]] = (),
+                    commands: Optional[Dict[str, Callable[..., Any]]] = None) -> None:
     """The command line of an experiment script: ``--quick``, ``--render`` (only rewrite the page
     and plot from the JSON) and the script's own boolean ``flags`` (name, help). Runs
-    ``run(args)``, writes its JSON, then renders the page (and the plot) from the JSON written."""
-    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="small data and vocabularies (development)")
-    ap.add_argument("--render", action="store_true",
-                    help="only rewrite the page" + (" and plot" if plot else "") + " from the JSON")
+    ``run(args)``, writes its JSON, then renders the page (and the plot) from the JSON written.
+
+    ``commands``: the script's other entry points, ``python script.py COMMAND ARG...`` calling
+    ``commands[COMMAND](*ARGS)``; ``"--worker"`` is the one a :func:`run_training` child runs."""
+    if commands and len(sys.argv) > 1 and sys.argv[1] in commands:
+        commands[sys.argv[1]](*sys.argv[2:])
+        return
+    ap = parser(doc, render="only rewrite the page" + (" and plot" if plot else "") + " from the JSON")
     for flag, help_ in flags:
         ap.add_argument(flag, action="store_true", help=help_)
     args = ap.parse_args()

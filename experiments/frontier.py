@@ -332,7 +332,4 @@ def from_base(path: str, label: str, size: str, steps: str, donor: str = "ASCII"
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--from":
-        from_base(*sys.argv[2:7])
-    else:
-        C.experiment_main(NAME, __doc__, run, render)
+    C.experiment_main(NAME, __doc__, run, render, commands={"--from": from_base})

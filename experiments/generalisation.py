@@ -81,22 +81,8 @@ def worker(corpus: str, size: str, config: str, out: str) -> None:
     """Trains one configuration (in a child process) and writes its tokenizer and timings."""
     import cnfmce
     paths = [str(p) for p in P.train_paths(cats_of(corpus))]
-    t0 = time.perf_counter()
-    tok = cnfmce.train(paths, vocab_size=X.SIZES[size], progress=False, **CONFIGS[config])
-    secs = time.perf_counter() - t0
-    tok.save(out + ".cnfmce.json.gz")
-    md = tok.metadata
-    info = {"seconds": round(secs, 1), "counting_s": md.get("counting", {}).get("seconds"),
-            "filtering_s": md.get("filtering", {}).get("seconds"),
-            "refining_s": round(sum(r["seconds"] for r in md.get("refining", [])), 1),
-            "refining": md.get("refining"), "raw_vocabulary": md.get("raw_vocabulary"),
-            "covered_characters": md.get("covered_characters"), "selection": md.get("selection"),
-            "raw_vocab_size": md.get("counting", {}).get("raw_vocab_size")}
-    if md.get("selection") == "refined-scripts":
-        info["script_share_exponent"] = cnfmce._core.SCRIPT_SHARE_EXPONENT
-    if md.get("selection") == "refined-non-ascii":
-        info["non_ascii_share_exponent"] = cnfmce._core.NON_ASCII_SHARE_EXPONENT
-    Path(out + ".json").write_text(json.dumps(info))
+    C.train_worker(out, lambda: cnfmce.train(paths, vocab_size=X.SIZES[size], progress=False,
+                                             **CONFIGS[config]))
 
 
 def run_stamp(res: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
@@ -670,11 +656,6 @@ def import_trial(other: str, label: str, config: str = "after") -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        worker(*sys.argv[2:6])
-    elif len(sys.argv) > 1 and sys.argv[1] == "--counts-check":
-        counts_check(sys.argv[2:] or ["32k", "128k", "250k"])
-    elif len(sys.argv) > 1 and sys.argv[1] == "--import-trial":
-        import_trial(*sys.argv[2:5])
-    else:
-        C.experiment_main(NAME, __doc__, run, render)
+    C.experiment_main(NAME, __doc__, run, render, commands={
+        "--worker": worker, "--import-trial": import_trial,
+        "--counts-check": lambda *sizes: counts_check(list(sizes) or ["32k", "128k", "250k"])})

@@ -23,7 +23,6 @@ can be resumed and extended; the page shows every cached result of the variants 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -298,11 +297,10 @@ def run_variant(corp: Corpus, name: str, v: Dict[str, Any], size: str, bpe: Any)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = C.parser(__doc__, quick=False, render="only rewrite docs/results/selection.{json,md} from the cached variants")
     ap.add_argument("--variants", default=",".join(VARIANTS_DEFAULT))
     ap.add_argument("--sizes", default="32k,128k,250k")
     ap.add_argument("--corpus", default="mix", choices=["mix"] + C.CATEGORIES)
-    ap.add_argument("--render", action="store_true")
     args = ap.parse_args()
     if args.render:
         render_page(args.corpus)

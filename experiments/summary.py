@@ -6,7 +6,6 @@ from the JSON files the experiments wrote (run the four experiments first).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -246,9 +245,7 @@ those the raw vocabulary lacks (kept in step 6; `BF_SIZE=N python experiments/sc
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
+    args = C.parser(__doc__, render=None).parse_args()
     res = load(args.quick)
     base = (C.OUT / "quick-results") if args.quick else C.RESULTS
     lines = ["# Results: reproducing the paper's experiments", ""]

@@ -65,17 +65,9 @@ def rounds_of(t: int):
 def worker(corpus: str, size: str, t: str, selection: str, out: str) -> None:
     import cnfmce
     paths = [str(p) for p in P.train_paths(cats_of(corpus))]
-    t0 = time.perf_counter()
     raw = {"raw_vocab_size": RAW_X * X.SIZES[size]} if RAW_X else {}
-    tok = cnfmce.train(paths, vocab_size=X.SIZES[size], rounds=rounds_of(int(t)), selection=selection,
-                       progress=False, **raw, **exponents())
-    secs = time.perf_counter() - t0
-    tok.save(out + ".cnfmce.json.gz")
-    md = tok.metadata
-    rs = md.get("counting", {}).get("round_stats") or []
-    Path(out + ".json").write_text(json.dumps({
-        "seconds": round(secs, 1), "counting_s": md.get("counting", {}).get("seconds"),
-        "round_stats": rs, "raw_vocabulary": md.get("raw_vocabulary")}))
+    C.train_worker(out, lambda: cnfmce.train(paths, vocab_size=X.SIZES[size], rounds=rounds_of(int(t)),
+                                             selection=selection, progress=False, **raw, **exponents()))
 
 
 def trained(corpus: str, size: str, t: int) -> Dict[str, Any]:
@@ -276,9 +268,5 @@ def import_trial(other: str, label: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        worker(*sys.argv[2:7])
-    elif len(sys.argv) > 1 and sys.argv[1] == "--import-trial":
-        import_trial(*sys.argv[2:4])
-    else:
-        C.experiment_main(NAME, __doc__, run, render)
+    C.experiment_main(NAME, __doc__, run, render,
+                      commands={"--worker": worker, "--import-trial": import_trial})

@@ -2,8 +2,8 @@
 
 ::
 
-    cnfmce train -o TOKENIZER --vocab-size N [--raw-vocab-size M] [--selection paper|refined|refined-scripts|refined-non-ascii] [--non-ascii-exponent E] [--raw-han-exponent A] [--threads T] INPUT...
-    cnfmce count -o COUNTS [--raw-vocab-size M] [--threads T] INPUT...
+    cnfmce train -o TOKENIZER --vocab-size N [--raw-vocab-size M] [--selection paper|refined|refined-scripts|refined-non-ascii] [--non-ascii-exponent E] [--raw-han-exponent A] [--field text] [--threads T] INPUT...
+    cnfmce count -o COUNTS [--raw-vocab-size M] [--field text] [--threads T] INPUT...
     cnfmce train -o TOKENIZER --vocab-size N --counts COUNTS INPUT...
     cnfmce encode -t TOKENIZER [INPUT...]     # one JSON list of ids per input document
     cnfmce demo                               # the main job on the small bundled corpus
@@ -32,24 +32,9 @@ from typing import Any, List, Optional, Sequence
 from . import __version__
 from ._core import DEFAULT_BOUNDARY_PENALTY
 from .errors import CnfmceError
+from .loading import load_tokenizer_file as _load_tokenizer
 
 __all__ = ["main"]
-
-
-def _load_tokenizer(path: str):
-    """The tokenizer in ``path`` (a cnfmce file, a tiktoken file or a tokenizer.json), told apart
-    by :func:`cnfmce.formats.tokenizer_file_kind`."""
-    from .formats import tokenizer_file_kind
-    from .tokenizer import Tokenizer
-    kind = tokenizer_file_kind(path)
-    if kind == "tiktoken":
-        return Tokenizer.from_tiktoken(path)
-    if kind == "hf":
-        return Tokenizer.from_hf(path)
-    if kind == "sentencepiece":
-        raise ValueError(f"{path}: a SentencePiece model has no byte vocabulary cnfmce can encode "
-                         "with (use a cnfmce, tiktoken or tokenizer.json file)")
-    return Tokenizer.load(path)
 
 
 def _input_paths(inputs: Sequence[str]) -> List[Path]:
@@ -190,30 +175,41 @@ def _cli_inputs(args: argparse.Namespace) -> List[Any]:
     return _input_paths(args.inputs)
 
 
+def _train_config(args: argparse.Namespace) -> Any:
+    """The :class:`cnfmce.config.TrainConfig` of ``cnfmce train`` / ``cnfmce count``."""
+    from .config import TrainConfig
+    from .training import DEFAULT_ROUNDS
+    if args.command == "count":
+        from ._core import DEFAULT_COUNT_RAW_VOCAB_SIZE
+        return TrainConfig(raw_vocab_size=(DEFAULT_COUNT_RAW_VOCAB_SIZE if args.raw_vocab_size is None
+                                           else args.raw_vocab_size),
+                           rounds=args.rounds or DEFAULT_ROUNDS, num_threads=args.threads,
+                           progress=not args.quiet, memory_limit=args.memory_limit, field=args.field)
+    return TrainConfig(vocab_size=args.vocab_size, raw_vocab_size=args.raw_vocab_size,
+                       rounds=args.rounds or DEFAULT_ROUNDS, special_tokens=args.special_token,
+                       algorithm=args.algorithm, boundary_penalty=args.boundary_penalty,
+                       selection=args.selection, non_ascii_exponent=args.non_ascii_exponent,
+                       raw_han_exponent=args.raw_han_exponent, num_threads=args.threads,
+                       progress=not args.quiet, memory_limit=args.memory_limit, field=args.field)
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
-    from .training import DEFAULT_ROUNDS, train, train_from_counts
+    from .training import run_train, run_train_from_counts
     _check_output(args.output)
     backend = _backend_options(args)
     inputs = _cli_inputs(args)
     if args.counts and not os.path.isfile(args.counts):
         raise FileNotFoundError(f"no such counts file: {args.counts}" if not os.path.exists(args.counts)
                                 else f"the counts file is a directory: {args.counts}")
-    opts = dict(algorithm=args.algorithm, boundary_penalty=args.boundary_penalty,
-                selection=args.selection, non_ascii_exponent=args.non_ascii_exponent,
-                raw_han_exponent=args.raw_han_exponent)
     if args.counts and (args.rounds is not None or args.memory_limit is not None):
         raise ValueError("--rounds and --memory-limit apply to counting; they cannot be combined "
                          "with --counts (the counts are already made)")
+    config = _train_config(args)
+    kind = backend.pop("backend", None)
     if args.counts:
-        tok = train_from_counts(args.counts, inputs, vocab_size=args.vocab_size,
-                                special_tokens=args.special_token, num_threads=args.threads,
-                                progress=not args.quiet, raw_vocab_size=args.raw_vocab_size,
-                                **opts, **backend)
+        tok = run_train_from_counts(args.counts, inputs, config, kind, backend)
     else:
-        tok = train(inputs, vocab_size=args.vocab_size, raw_vocab_size=args.raw_vocab_size,
-                    rounds=args.rounds or DEFAULT_ROUNDS, special_tokens=args.special_token,
-                    num_threads=args.threads, progress=not args.quiet,
-                    memory_limit=args.memory_limit, **opts, **backend)
+        tok = run_train(inputs, config, kind, backend)
     tok.save(args.output)
     if not args.quiet:
         print(f"wrote {args.output} ({tok.vocab_size:,} ids)", file=sys.stderr)
@@ -222,15 +218,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_count(args: argparse.Namespace) -> int:
     from .counts import save_counts
-    from .training import DEFAULT_ROUNDS, count
+    from .training import run_count
     _check_output(args.output)
-    from . import _core
     backend = _backend_options(args)
-    counts = count(_cli_inputs(args),
-                   raw_vocab_size=(_core.DEFAULT_COUNT_RAW_VOCAB_SIZE if args.raw_vocab_size is None
-                                   else args.raw_vocab_size),
-                   rounds=args.rounds or DEFAULT_ROUNDS, num_threads=args.threads,
-                   progress=not args.quiet, memory_limit=args.memory_limit, **backend)
+    inputs = _cli_inputs(args)
+    config = _train_config(args)
+    kind = backend.pop("backend", None)
+    counts = run_count(inputs, config, kind, backend)
     save_counts(counts, args.output)
     if not args.quiet:
         print(f"wrote {args.output} ({len(counts):,} candidates)", file=sys.stderr)
@@ -422,6 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "candidates (default 0: the paper's cut by count; see docs/spec.md)")
     t.add_argument("--boundary-penalty", type=_penalty, default=DEFAULT_BOUNDARY_PENALTY, metavar="LAMBDA",
                    help=f"λ (default {DEFAULT_BOUNDARY_PENALTY})")
+    t.add_argument("--field", default="text", help="JSON field / parquet column with the text (default text)")
     t.add_argument("inputs", nargs="+", metavar="INPUT", help=inputs_help)
     _add_common(t)
     _add_backend(t)
@@ -432,6 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--raw-vocab-size", type=_positive_int, default=None, metavar="M", help="candidates to keep (default 5,000,000)")
     c.add_argument("--memory-limit", type=_size, default=None, metavar="SIZE", help="memory bound, e.g. 8G (default: a sixth of the RAM, at least 1G)")
     c.add_argument("--rounds", type=_rounds, default=None, help="counting rounds, e.g. 1-12:0,13-21:80,22-30:80")
+    c.add_argument("--field", default="text", help="JSON field / parquet column with the text (default text)")
     c.add_argument("inputs", nargs="+", metavar="INPUT", help=inputs_help)
     _add_common(c)
     _add_backend(c)

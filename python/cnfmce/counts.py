@@ -10,6 +10,7 @@ import tempfile
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from . import _core
+from ._checks import check_positive, memory_budget
 from .errors import TokenizerFileError
 from .formats import dump_counts, parse_counts, write_bytes_atomic
 
@@ -172,11 +173,10 @@ def merge_counts(*counts: Union[Mapping[bytes, int], "os.PathLike[str]", str],
     generous ``raw_vocab_size`` to keep the merge close to counting the whole corpus at once
     (or count on a cluster: :func:`cnfmce.ray.count` is exact).
     """
-    from .training import _check_positive, _memory
     from .workdir import work_dir
     if raw_vocab_size is not None:
-        _check_positive("raw_vocab_size", raw_vocab_size)
-    _, budget = _memory(memory_limit, floor=1 << 16)
+        check_positive("raw_vocab_size", raw_vocab_size)
+    _, budget = memory_budget(memory_limit, floor=1 << 16)
     with work_dir(tmp_dir) as tmp:
         merger = _core.CountsMerger(budget, os.path.join(tmp, ""))
         chars: Dict[bytes, int] = {}

@@ -38,21 +38,22 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import time
 import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _core
+from ._checks import memory_budget
 from ._blocks import (Block, batches, decompressed_size, estimate_text_bytes, iter_block,
                       list_files, plan_blocks, texts_of_column, utf8_size)
+from .config import TrainConfig, counting_info, report_metadata, warn_rounds
 from .corpus import Documents, classify_inputs
 from .errors import CnfmceError
-from .tokenizer import DEFAULT_BOUNDARY_PENALTY, Tokenizer, _check_options
+from .tokenizer import DEFAULT_BOUNDARY_PENALTY, Tokenizer
 
 __all__ = ["count", "train", "train_from_counts", "tokenize_corpus", "ClusterError",
-           "DEFAULT_BLOCK_SIZE_RANGE"]
+           "DEFAULT_BLOCK_SIZE_RANGE", "RayOptions", "run"]
 
 #: The block size a run picks when none is given: the corpus split into about two blocks per
 #: CPU of the cluster, within these bounds (bytes of text).
@@ -222,11 +223,8 @@ def _check_size(name: str, v: Any) -> Optional[int]:
 class _Inputs:
     """The blocks of a run's inputs, made once and read once per pass."""
 
-    def __init__(self, ray: Any, inputs: Any, field: str, block_size: Optional[int], cpus: int,
-                 progress: bool):
-        if not isinstance(field, str) or not field:
-            raise ValueError("field must be a non-empty string")
-        self.field = field
+    def __init__(self, ray: Any, inputs: Any, field: str, block_size: Optional[int], cpus: int):
+        self.field = field  # checked by TrainConfig
         self.documents: Optional[int] = None
         self.text_bytes: Optional[int] = None
         self._refs: List[Any] = []  # keeps in-memory documents alive in the object store
@@ -346,7 +344,6 @@ def _map_count(block: AnyBlock, round_: Tuple[int, int, int], survivors_box: Seq
     its statistics."""
     import numpy as np
     from .readers import peak_rss_bytes as _peak_rss_bytes
-    from .training import _memory
     from .workdir import work_dir as _work_dir
     if kill_marker is not None and not os.path.exists(kill_marker):
         with open(kill_marker, "w"):
@@ -355,7 +352,7 @@ def _map_count(block: AnyBlock, round_: Tuple[int, int, int], survivors_box: Seq
     t0 = time.perf_counter()
     survivors = _survivors(survivors_box)
     with _work_dir(tmp_dir) as tmp:
-        _, budget = _memory(memory_limit)
+        _, budget = memory_budget(memory_limit)
         bc = _core.BlockCounter(round_, budget, os.path.join(tmp, ""), threads)
         for docs, _ in _block_batches(block):
             bc.add(docs, survivors)
@@ -376,12 +373,11 @@ def _reduce_select(selector: Any, part_refs: Sequence[Any], memory_limit: int,
                    tmp_dir: Optional[str], threads: int) -> Tuple[Any, Dict[str, Any]]:
     """Sums one partition's parts and applies the round's selector."""
     from .readers import peak_rss_bytes as _peak_rss_bytes
-    from .training import _memory
     from .workdir import work_dir as _work_dir
     ray = _ray()
     t0 = time.perf_counter()
     with _work_dir(tmp_dir) as tmp:
-        _, budget = _memory(memory_limit)
+        _, budget = memory_budget(memory_limit)
         merger = _core.CountsMerger(budget, os.path.join(tmp, ""), threads)
         for ref in part_refs:
             data = ray.get(ref)
@@ -681,36 +677,60 @@ def _fmt(n: float) -> str:
     return _fmt_bytes(n)
 
 
-class _Run:
-    """What one call shares across its passes: the cluster, the blocks, the settings."""
+@dataclass(frozen=True)
+class RayOptions:
+    """The options of a run on Ray beside its :class:`cnfmce.config.TrainConfig` (the keyword
+    arguments of :func:`count` from ``ray_address`` on), checked when made."""
+    ray_address: Optional[str] = None
+    block_size: Optional[Union[int, str]] = None
+    num_partitions: Optional[int] = None
+    cpus_per_task: int = 1
+    kill_once: Optional[str] = None  # tests: the first map task of round 2 dies once
 
-    def __init__(self, inputs: Any, ray_address: Optional[str], field: str,
-                 block_size: Optional[Union[int, str]], num_partitions: Optional[int],
-                 memory_limit: Optional[int], tmp_dir: Optional[str], cpus_per_task: int,
-                 progress: bool, kill_once: Optional[str] = None):
-        if num_partitions is not None and (isinstance(num_partitions, bool) or not isinstance(num_partitions, int)
-                                           or num_partitions < 1):
-            raise ValueError(f"num_partitions must be a positive int, got {num_partitions!r}")
-        if isinstance(cpus_per_task, bool) or not isinstance(cpus_per_task, int) or cpus_per_task < 1:
-            raise ValueError(f"cpus_per_task must be a positive int, got {cpus_per_task!r}")
-        bs = _check_size("block_size", block_size)
-        if memory_limit is not None:
-            from .training import _check_positive
-            _check_positive("memory_limit", memory_limit)
+    def __post_init__(self) -> None:
+        n = self.num_partitions
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ValueError(f"num_partitions must be a positive int, got {n!r}")
+        c = self.cpus_per_task
+        if isinstance(c, bool) or not isinstance(c, int) or c < 1:
+            raise ValueError(f"cpus_per_task must be a positive int, got {c!r}")
+        object.__setattr__(self, "block_size", _check_size("block_size", self.block_size))
+
+    @classmethod
+    def of(cls, call: str, options: Dict[str, Any], partitions: bool = True) -> "RayOptions":
+        """The options from the keyword arguments ``options`` of ``call`` (``cnfmce.train``'s
+        ``backend_options``); an unknown one is a ``TypeError`` naming ``call``."""
+        known = {"ray_address", "block_size", "cpus_per_task", "_kill_once"}
+        if partitions:
+            known.add("num_partitions")
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(f"{call}() got an unexpected keyword argument {unknown[0]!r}")
+        kw = dict(options)
+        kill = kw.pop("_kill_once", None)
+        return cls(kill_once=kill, **kw)
+
+
+class _Run:
+    """What one call shares across its passes: the cluster, the blocks, the settings (the
+    training options ``config`` and the Ray options ``opts``)."""
+
+    def __init__(self, inputs: Any, config: TrainConfig, opts: RayOptions):
+        tmp_dir = config.tmp_dir
         if tmp_dir is not None and not isinstance(tmp_dir, (str, os.PathLike)):
             raise TypeError("tmp_dir must be a path")
-        self.ray = ray = connect(ray_address)
+        self.ray = ray = connect(opts.ray_address)
         self.cluster = _cluster(ray)
-        self.cpus_per_task = cpus_per_task
-        self.memory_limit = memory_limit or max(256 << 20, self.cluster.task_memory())
+        self.cpus_per_task = cpus_per_task = opts.cpus_per_task
+        self.memory_limit = config.memory_limit or max(256 << 20, self.cluster.task_memory())
         if self.memory_limit > self.cluster.largest_memory():
             raise ValueError(f"memory_limit {_fmt(self.memory_limit)} per task is more than any node "
                              f"of the cluster has ({_fmt(self.cluster.largest_memory())})")
-        self.partitions = num_partitions or max(1, self.cluster.cpus // cpus_per_task)
+        self.partitions = opts.num_partitions or max(1, self.cluster.cpus // cpus_per_task)
         self.tmp_dir = os.fspath(tmp_dir) if tmp_dir is not None else None
-        self.progress = progress
-        self.kill_once = kill_once
-        self.inputs = _Inputs(ray, inputs, field, bs, self.cluster.cpus, progress)
+        self.progress = config.progress
+        self.kill_once = opts.kill_once
+        self.inputs = _Inputs(ray, inputs, config.field, opts.block_size, self.cluster.cpus)
         if not self.inputs.blocks:
             raise ValueError("the corpus is empty: no text to train on")
         self.remote = _remote(ray)
@@ -922,8 +942,7 @@ class _Run:
 
 
 def _counting_meta(rounds: Any, raw_vocab_size: Optional[int], run: _Run) -> Dict[str, Any]:
-    from .training import _info
-    info = _info(rounds, raw_vocab_size, run.memory_limit)
+    info = counting_info(rounds, raw_vocab_size, run.memory_limit)
     info.update(run.info)
     return info
 
@@ -935,6 +954,15 @@ def _finish_counting(run: _Run, info: Dict[str, Any], t0: float) -> None:
 
 
 # --- public calls -------------------------------------------------------------------------------
+
+def run(call: str, *args: Any) -> Any:
+    """``call`` (``"count"``, ``"train"`` or ``"train_from_counts"``) on Ray with its
+    positional inputs, its :class:`cnfmce.config.TrainConfig` and the keyword arguments meant
+    for Ray (``backend_options``): how :func:`cnfmce.train` and the others reach this backend."""
+    *inputs, config, options = args
+    opts = RayOptions.of(call, options, partitions=call != "train_from_counts")
+    return _CALLS[call](*inputs, config, opts)
+
 
 def count(inputs: Any, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SIZE,
           rounds: Sequence[Tuple[int, int, int]] = _core.DEFAULT_ROUNDS,
@@ -955,17 +983,20 @@ def count(inputs: Any, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SIZE,
     directory). ``cpus_per_task``: CPUs (and core threads) of each task. ``num_threads``:
     threads of the driver's selection. Progress (documents, MB, round) shows on the driver.
     """
+    config = TrainConfig(raw_vocab_size=raw_vocab_size, rounds=rounds, num_threads=num_threads,
+                         progress=progress, memory_limit=memory_limit, tmp_dir=tmp_dir, field=field)
+    return _count(inputs, config, RayOptions(ray_address, block_size, num_partitions,
+                                             cpus_per_task, _kill_once))
+
+
+def _count(inputs: Any, config: TrainConfig, opts: RayOptions) -> Any:
     from .counts import Counts
-    from .training import _check_threads, _warn_rounds
     from .workdir import work_dir as _work_dir
-    _check_positive_int("raw_vocab_size", raw_vocab_size)
     with _work_dir(None) as tmp:
-        counter = _core.Counter(rounds, raw_vocab_size, 1 << 30, os.path.join(tmp, ""),
-                                _check_threads(num_threads))
-        _warn_rounds(counter.rounds)
-        run = _Run(inputs, ray_address, field, block_size, num_partitions, memory_limit, tmp_dir,
-                   cpus_per_task, progress, _kill_once)
-        info = _counting_meta(counter.rounds, raw_vocab_size, run)
+        counter = config.counter(tmp, 1 << 30)  # the core checks raw_vocab_size
+        warn_rounds(counter.rounds)
+        run = _Run(inputs, config, opts)
+        info = _counting_meta(counter.rounds, config.raw_vocab_size, run)
         t0 = time.perf_counter()
         n = len(counter.rounds)
         for k, r in enumerate(counter.rounds):
@@ -976,24 +1007,18 @@ def count(inputs: Any, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SIZE,
         return Counts(zip(toks, counts), info=info, characters=dict(zip(*counter.char_counts())))
 
 
-def _check_positive_int(name: str, v: Any) -> None:
-    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise ValueError(f"{name} must be a positive int, got {v!r}")
-
-
-def _filter_and_finish(run: _Run, trainer: Any, opts: Any, meta: Dict[str, Any],
-                       vocab_size: int) -> Tokenizer:
+def _filter_and_finish(run: _Run, trainer: Any, config: TrainConfig, meta: Dict[str, Any]) -> Tokenizer:
     kind, _, _ = trainer.begin_pass()
     assert kind == "filter"
     raw = trainer.raw_tokens()
-    filtering = run.filter_pass(raw, opts, trainer.end_pass_with_usage)
+    filtering = run.filter_pass(raw, config.options, trainer.end_pass_with_usage)
     del raw
     refining = []
     while trainer.next_pass() is not None:  # the refining passes of selection="refined"
         kind, _, _ = trainer.begin_pass()
         assert kind == "refine"
         vocab = trainer.raw_tokens()
-        refining.append(run.filter_pass(vocab, opts, trainer.end_pass_with_usage))
+        refining.append(run.filter_pass(vocab, config.options, trainer.end_pass_with_usage))
         del vocab
     core, report = trainer.finish()
     if report["warning"]:
@@ -1001,12 +1026,11 @@ def _filter_and_finish(run: _Run, trainer: Any, opts: Any, meta: Dict[str, Any],
     tok = Tokenizer(core)
     tok.metadata.update(meta)
     filtering.update(used_tokens=report["used_tokens"])
-    tok.metadata.update(trainer="cnfmce", vocab_size=vocab_size,
+    tok.metadata.update(trainer="cnfmce", vocab_size=config.vocab_size,
                         raw_vocabulary=report["raw_vocab_size"], filtering=filtering,
                         selection=report["selection"], refining=refining,
                         covered_characters=report["covered_characters"])
-    from .training import _report_metadata
-    _report_metadata(tok, report)
+    report_metadata(tok, report)
     return tok
 
 
@@ -1024,20 +1048,25 @@ def train(inputs: Any, vocab_size: int = _core.DEFAULT_VOCAB_SIZE,
     """:func:`cnfmce.train` on a Ray cluster (also ``cnfmce.train(..., backend="ray")``): the
     same vocabulary, byte for byte, whatever the number of workers, blocks and partitions.
     The Ray arguments are those of :func:`count`."""
-    from .training import _check_threads, _exponents, _raw_pool, _warn_rounds
+    config = TrainConfig(vocab_size=vocab_size, raw_vocab_size=raw_vocab_size, rounds=rounds,
+                         special_tokens=special_tokens, algorithm=algorithm,
+                         boundary_penalty=boundary_penalty, token_preference=token_preference,
+                         selection=selection, non_ascii_exponent=non_ascii_exponent,
+                         raw_han_exponent=raw_han_exponent, num_threads=num_threads,
+                         progress=progress, memory_limit=memory_limit, tmp_dir=tmp_dir, field=field)
+    return _train(inputs, config, RayOptions(ray_address, block_size, num_partitions,
+                                             cpus_per_task, _kill_once))
+
+
+def _train(inputs: Any, config: TrainConfig, opts: RayOptions) -> Tokenizer:
     from .workdir import work_dir as _work_dir
-    opts = _check_options(algorithm, boundary_penalty, token_preference)
-    exps = _exponents(non_ascii_exponent, raw_han_exponent)
     with _work_dir(None) as tmp:
-        trainer = _core.Trainer(vocab_size, raw_vocab_size, rounds, special_tokens, opts,
-                                1 << 30, os.path.join(tmp, ""), _check_threads(num_threads),
-                                selection, **exps)
+        trainer = config.trainer(tmp, 1 << 30)
         try:
-            _warn_rounds(trainer.rounds)
-            run = _Run(inputs, ray_address, field, block_size, num_partitions, memory_limit,
-                       tmp_dir, cpus_per_task, progress, _kill_once)
-            m = raw_vocab_size if raw_vocab_size is not None else _core.default_raw_vocab_size(vocab_size)
-            meta = {"counting": _counting_meta(trainer.rounds, _raw_pool(m, exps["raw_han_exponent"]), run)}
+            warn_rounds(trainer.rounds)
+            run = _Run(inputs, config, opts)
+            pool = config.raw_pool(config.counted_raw_vocab_size())
+            meta = {"counting": _counting_meta(trainer.rounds, pool, run)}
             t0 = time.perf_counter()
             n = len(trainer.rounds)
             while True:
@@ -1047,7 +1076,7 @@ def train(inputs: Any, vocab_size: int = _core.DEFAULT_VOCAB_SIZE,
                 _, k, r = trainer.begin_pass()
                 run.count_round(trainer, k, n, r, trainer.end_pass_with_selected, meta["counting"])
             _finish_counting(run, meta["counting"], t0)
-            return _filter_and_finish(run, trainer, opts, meta, vocab_size)
+            return _filter_and_finish(run, trainer, config, meta)
         finally:
             trainer.close()
 
@@ -1063,19 +1092,28 @@ def train_from_counts(counts: Any, inputs: Any, vocab_size: int = _core.DEFAULT_
                       raw_han_exponent: float = 0.0) -> Tokenizer:
     """:func:`cnfmce.train_from_counts` with the filtering pass on a Ray cluster (counts: a
     mapping, a counts file or parquet counts, as locally)."""
-    from .training import _counts_trainer, _exponents
+    config = TrainConfig(vocab_size=vocab_size, raw_vocab_size=raw_vocab_size,
+                         special_tokens=special_tokens, algorithm=algorithm,
+                         boundary_penalty=boundary_penalty, token_preference=token_preference,
+                         selection=selection, non_ascii_exponent=non_ascii_exponent,
+                         raw_han_exponent=raw_han_exponent, num_threads=num_threads,
+                         progress=progress, tmp_dir=tmp_dir, field=field)
+    return _train_from_counts(counts, inputs, config,
+                              RayOptions(ray_address, block_size, cpus_per_task=cpus_per_task))
+
+
+def _train_from_counts(counts: Any, inputs: Any, config: TrainConfig, opts: RayOptions) -> Tokenizer:
     from .workdir import work_dir as _work_dir
-    opts = _check_options(algorithm, boundary_penalty, token_preference)
-    exps = _exponents(non_ascii_exponent, raw_han_exponent)
     with _work_dir(None) as tmp:
-        trainer = _counts_trainer(counts, vocab_size, raw_vocab_size, special_tokens, opts, tmp,
-                                  num_threads, selection, **exps)
+        trainer = config.counts_trainer(counts, tmp)
         try:
-            run = _Run(inputs, ray_address, field, block_size, None, None, tmp_dir,
-                       cpus_per_task, progress)
-            return _filter_and_finish(run, trainer, opts, {}, vocab_size)
+            run = _Run(inputs, config, opts)
+            return _filter_and_finish(run, trainer, config, {})
         finally:
             trainer.close()
+
+
+_CALLS = {"count": _count, "train": _train, "train_from_counts": _train_from_counts}
 
 
 def tokenize_corpus(tokenizer: Any, inputs: Any, output: Any, **kwargs: Any) -> Dict[str, Any]:

@@ -45,9 +45,11 @@ def fmt_bytes(n: float) -> str:
 class Corpus:
     """A re-readable view of the training inputs: a list of documents, a list of paths, or a
     one-shot iterable spooled to a temporary JSON-lines file on its first pass. Which one follows
-    the paths-or-documents rule of :mod:`cnfmce.corpus`; paths are checked here, before any work."""
+    the paths-or-documents rule of :mod:`cnfmce.corpus`; paths are checked here, before any work.
+    ``field``: the JSON field or parquet column of the files that holds the text."""
 
-    def __init__(self, inputs: Inputs, tmp_dir: str):
+    def __init__(self, inputs: Inputs, tmp_dir: str, field: str = "text"):
+        self.field = field
         self.total_bytes: Optional[int] = None
         self.documents: Optional[int] = None
         self._spool_path: Optional[str] = None
@@ -67,7 +69,7 @@ class Corpus:
         if self._spool_path is not None and not first:
             source: Any = iter_documents_located([self._spool_path])
         else:
-            source = iter_documents_located(self._source)
+            source = iter_documents_located(self._source, self.field)
             if self._spool_path is not None:
                 spool = open(self._spool_path, "w", encoding="utf-8")
         batch: List[str] = []

@@ -244,8 +244,8 @@ def _load(tokenizer: Any) -> Any:
     if isinstance(tokenizer, Tokenizer):
         return tokenizer
     if isinstance(tokenizer, (str, os.PathLike)):
-        from .cli import _load_tokenizer
-        return _load_tokenizer(os.fspath(tokenizer))
+        from .loading import load_tokenizer_file
+        return load_tokenizer_file(os.fspath(tokenizer))
     raise TypeError(f"tokenizer must be a cnfmce.Tokenizer or a path, got {type(tokenizer).__name__}")
 
 

@@ -18,10 +18,12 @@ import warnings
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core
+from ._checks import default_memory_limit
+from .config import TrainConfig, counting_info, report_metadata, warn_rounds
 from .corpus import Inputs
-from .counts import Counts, count_lists, load_any_counts, load_counts, merge_counts, save_counts
-from .readers import Corpus, fmt_bytes, feed, peak_rss_bytes, rss_bytes
-from .tokenizer import DEFAULT_BOUNDARY_PENALTY, Tokenizer, _check_options, useful_threads
+from .counts import Counts, count_lists, load_counts, merge_counts, save_counts
+from .readers import Corpus, fmt_bytes, feed, peak_rss_bytes
+from .tokenizer import DEFAULT_BOUNDARY_PENALTY, Tokenizer
 from .workdir import remove_stale_work_dirs, work_dir
 
 # Names from before this module was split, kept for their callers.
@@ -29,67 +31,17 @@ _Corpus = Corpus
 _work_dir = work_dir
 
 __all__ = ["DEFAULT_ROUNDS", "Counts", "count", "train", "train_from_counts", "save_counts",
-           "load_counts", "merge_counts", "default_memory_limit", "remove_stale_work_dirs"]
+           "load_counts", "merge_counts", "default_memory_limit", "remove_stale_work_dirs",
+           "TrainConfig"]
 
 DEFAULT_ROUNDS: Tuple[Tuple[int, int, int], ...] = _core.DEFAULT_ROUNDS  # the paper's, defined in the core
-
-
-def default_memory_limit() -> int:
-    """A sixth of the machine's physical memory, at least 1 GB (bytes): training then leaves
-    most of the machine to the rest of a data pipeline; raise it to spill less on big corpora."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        total = 16 << 30
-    return max(1 << 30, int(total // 6))
-
-
-def _check_positive(name: str, v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise ValueError(f"{name} must be a positive int, got {v!r}")
-    return v
-
-
-def _check_exponent(name: str, v: Any) -> float:
-    """A number for one of the exponents of training (the core checks its range)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise TypeError(f"{name} must be a number, got {type(v).__name__}")
-    return float(v)
-
-
-def _exponents(non_ascii_exponent: Optional[float], raw_han_exponent: float) -> Dict[str, Any]:
-    """The trainer's keyword arguments for the two exponents, checked."""
-    return {"non_ascii_exponent": None if non_ascii_exponent is None
-            else _check_exponent("non_ascii_exponent", non_ascii_exponent),
-            "raw_han_exponent": _check_exponent("raw_han_exponent", raw_han_exponent)}
-
-
-def _raw_pool(raw_vocab_size: Optional[int], raw_han_exponent: float) -> Optional[int]:
-    """The candidates to hold for a raw vocabulary of ``raw_vocab_size`` (None: all):
-    ``cnfmce._core.raw_pool_size``, the pool of the Han-weighted cut when it is on."""
-    return None if raw_vocab_size is None else _core.raw_pool_size(raw_vocab_size, raw_han_exponent)
-
-
-def _report_metadata(tok: Tokenizer, report: Dict[str, Any]) -> None:
-    """The selection's part of a trained tokenizer's metadata (local and Ray runs)."""
-    if report["selection"] != "paper":  # covered characters below the raw_vocab_size cut
-        tok.metadata["covered_beyond_cut"] = report["covered_beyond_cut"]
-    if report["selection"] == "refined-non-ascii":  # fallback prefixes added to the raw vocabulary
-        tok.metadata["fallback_prefixes"] = report["fallback_prefixes"]
-        tok.metadata["non_ascii_exponent"] = report["non_ascii_exponent"]
-    if report["raw_han_exponent"]:
-        tok.metadata["raw_han_exponent"] = report["raw_han_exponent"]
-
-
-def _check_threads(num_threads: Optional[int]) -> Optional[int]:
-    """None (all cores) or a positive int, lowered to :func:`cnfmce.tokenizer.max_threads`."""
-    return useful_threads(num_threads)
 
 
 def count(inputs: Inputs, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SIZE,
           rounds: Sequence[Tuple[int, int, int]] = DEFAULT_ROUNDS, num_threads: Optional[int] = None,
           progress: bool = True, memory_limit: Optional[int] = None,
-          tmp_dir: Optional[str] = None, backend: str = "local", **backend_options: Any) -> Counts:
+          tmp_dir: Optional[str] = None, backend: str = "local", field: str = "text",
+          **backend_options: Any) -> Counts:
     """The counting phase of CNF (paper Algorithm 1): counts valid candidates in length rounds
     and returns the ``raw_vocab_size`` most frequent (ties by bytes) as :class:`Counts`.
 
@@ -100,49 +52,40 @@ def count(inputs: Inputs, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SI
     mixing paths and documents raises ``ValueError``; iterators and ``cnfmce.Documents(...)`` are
     always documents. ``memory_limit`` (bytes, default
     a sixth of the machine's memory, at least 1 GB) bounds the counting tables: beyond it they are spilled to sorted
-    runs in ``tmp_dir`` and merged, so the counts stay exact.
+    runs in ``tmp_dir`` and merged, so the counts stay exact. ``field``: the JSON field or
+    parquet column holding the text of input files (default ``"text"``).
 
     ``backend="ray"`` counts on a Ray cluster (:func:`cnfmce.ray.count`, whose extra keyword
     arguments ``backend_options`` are), with the same result.
     """
-    if _backend(backend, backend_options, "count") is not None:
-        from . import ray as _ray_backend
-        return _ray_backend.count(inputs, raw_vocab_size, rounds, num_threads, progress,
-                                  memory_limit, tmp_dir, **backend_options)
-    with work_dir(tmp_dir) as tmp:
-        limit, budget = _memory(memory_limit)
-        counter = _core.Counter(rounds, raw_vocab_size, budget, os.path.join(tmp, ""),
-                                _check_threads(num_threads))
-        _warn_rounds(counter.rounds)
-        corpus = Corpus(inputs, tmp)
-        info = _info(counter.rounds, raw_vocab_size, limit)
+    ray = _backend(backend, backend_options, "count")
+    config = TrainConfig(raw_vocab_size=raw_vocab_size, rounds=rounds, num_threads=num_threads,
+                         progress=progress, memory_limit=memory_limit, tmp_dir=tmp_dir, field=field)
+    return run_count(inputs, config, ray, backend_options)
+
+
+def run_count(inputs: Inputs, config: TrainConfig, backend: Optional[str] = None,
+              backend_options: Optional[Dict[str, Any]] = None) -> Counts:
+    """:func:`count` with its options as one checked :class:`TrainConfig` (``backend``: None,
+    local, or ``"ray"`` with the Ray keyword arguments ``backend_options``)."""
+    if backend is not None:
+        return _on_ray("count", inputs, config, backend_options or {})
+    progress = config.progress
+    with work_dir(config.tmp_dir) as tmp:
+        limit, budget = config.memory()
+        counter = config.counter(tmp, budget)
+        warn_rounds(counter.rounds, stacklevel=4)
+        corpus = Corpus(inputs, tmp, config.field)
+        info = counting_info(counter.rounds, config.raw_vocab_size, limit)
         t_start = time.perf_counter()
         n = len(counter.rounds)
         for k, r in enumerate(counter.rounds):
             counter.begin_round()
             _counting_pass(corpus, k, n, r, counter.add, counter.end_round,
                            lambda: counter.table_bytes, progress, info)
-        _counting_done(corpus, info, t_start, limit)
+        _counting_done(corpus, info, t_start, limit, stacklevel=4)
         toks, counts = counter.result()
         return Counts(zip(toks, counts), info=info, characters=dict(zip(*counter.char_counts())))
-
-
-def _memory(memory_limit: Optional[int], floor: int = 16 << 20) -> Tuple[int, int]:
-    """(the memory limit, the counting tables' budget): the tables get 60% of what the limit
-    leaves; the rest covers batches, the kept candidates, the trie and hash-table growth."""
-    limit = default_memory_limit() if memory_limit is None else _check_positive("memory_limit", memory_limit)
-    return limit, max(floor, int(0.6 * (limit - rss_bytes())))
-
-
-def _warn_rounds(rounds: Sequence[Tuple[int, int, int]]) -> None:
-    note = _core.rounds_warning(rounds)
-    if note:
-        warnings.warn(note, RuntimeWarning, stacklevel=3)
-
-
-def _info(rounds: Sequence[Tuple[int, int, int]], raw_vocab_size: Optional[int], limit: int) -> Dict[str, Any]:
-    return {"rounds": [list(r) for r in rounds], "raw_vocab_size": raw_vocab_size,
-            "memory_limit": limit, "round_stats": []}
 
 
 def _counting_pass(corpus: "Corpus", k: int, n: int, r: Tuple[int, int, int], add: Any, end: Any,
@@ -193,6 +136,13 @@ def _backend(backend: Any, options: Dict[str, Any], call: str) -> Optional[str]:
     raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
 
 
+def _on_ray(call: str, *args: Any) -> Any:
+    """The one way into the Ray backend (an optional integration, imported here only):
+    ``cnfmce.ray.run(call, *args)``, where ``args`` end with the config and the Ray options."""
+    from . import ray as _ray_backend
+    return _ray_backend.run(call, *args)
+
+
 def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str], inputs: Inputs,
                       vocab_size: int = _core.DEFAULT_VOCAB_SIZE, special_tokens: Sequence[str] = (),
                       num_threads: Optional[int] = None, progress: bool = True,
@@ -200,7 +150,7 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
                       boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True,
                       tmp_dir: Optional[str] = None, selection: str = "paper", backend: str = "local",
                       non_ascii_exponent: Optional[float] = None, raw_han_exponent: float = 0.0,
-                      **backend_options: Any) -> Tokenizer:
+                      field: str = "text", **backend_options: Any) -> Tokenizer:
     """The filtering phase of CNF: encodes ``inputs`` with MCE over the raw vocabulary
     (``counts``: a mapping bytes -> count, or the path of a counts file; the best
     ``raw_vocab_size`` of them, all when None) and keeps ``vocab_size - len(special_tokens)``
@@ -240,51 +190,41 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
     (the summed counts of the pool's ASCII and other candidates; no weight when the ASCII count
     is not the larger), and the best ``raw_vocab_size`` by that weighted count are the raw
     vocabulary (src/raw_cut.rs). On a mix that is mostly ASCII it brings in the Chinese words
-    the paper's cut leaves just below the line (``docs/results/raw_rule.md``)."""
-    if _backend(backend, backend_options, "train_from_counts") is not None:
-        from . import ray as _ray_backend
-        return _ray_backend.train_from_counts(counts, inputs, vocab_size, special_tokens, num_threads,
-                                              progress, raw_vocab_size, algorithm, boundary_penalty,
-                                              token_preference, tmp_dir, selection=selection,
-                                              non_ascii_exponent=non_ascii_exponent,
-                                              raw_han_exponent=raw_han_exponent, **backend_options)
-    opts = _check_options(algorithm, boundary_penalty, token_preference)
-    exps = _exponents(non_ascii_exponent, raw_han_exponent)
-    with work_dir(tmp_dir) as tmp:
-        trainer = _counts_trainer(counts, vocab_size, raw_vocab_size, special_tokens, opts, tmp,
-                                  num_threads, selection, **exps)
+    the paper's cut leaves just below the line (``docs/results/raw_rule.md``).
+
+    ``field``: the JSON field or parquet column holding the text of input files (default
+    ``"text"``), as for :func:`train`."""
+    ray = _backend(backend, backend_options, "train_from_counts")
+    config = TrainConfig(vocab_size=vocab_size, raw_vocab_size=raw_vocab_size,
+                         special_tokens=special_tokens, algorithm=algorithm,
+                         boundary_penalty=boundary_penalty, token_preference=token_preference,
+                         selection=selection, non_ascii_exponent=non_ascii_exponent,
+                         raw_han_exponent=raw_han_exponent, num_threads=num_threads,
+                         progress=progress, tmp_dir=tmp_dir, field=field)
+    return run_train_from_counts(counts, inputs, config, ray, backend_options)
+
+
+def run_train_from_counts(counts: Any, inputs: Inputs, config: TrainConfig,
+                          backend: Optional[str] = None,
+                          backend_options: Optional[Dict[str, Any]] = None) -> Tokenizer:
+    """:func:`train_from_counts` with its options as one checked :class:`TrainConfig`."""
+    if backend is not None:
+        return _on_ray("train_from_counts", counts, inputs, config, backend_options or {})
+    with work_dir(config.tmp_dir) as tmp:
+        trainer = config.counts_trainer(counts, tmp)
         try:
-            corpus = Corpus(inputs, tmp)
-            return _run(trainer, corpus, progress, {}, vocab_size)
+            corpus = Corpus(inputs, tmp, config.field)
+            return _run(trainer, corpus, config, {})
         finally:
             trainer.close()
 
 
-def _counts_trainer(counts: Any, vocab_size: int, raw_vocab_size: Optional[int],
-                    special_tokens: Sequence[str], opts: Any, tmp: str,
-                    num_threads: Optional[int], selection: str, non_ascii_exponent: Optional[float] = None,
-                    raw_han_exponent: float = 0.0) -> "_core.Trainer":
-    """The trainer of :func:`train_from_counts` (local and Ray backends), its counting done by
-    ``counts`` (a mapping, a counts file or parquet counts, loaded through ``tmp``): only the
-    filtering passes are left. The caller closes it."""
-    trainer = _core.Trainer(vocab_size, raw_vocab_size, None, special_tokens, opts,
-                            tmp_dir=os.path.join(tmp, ""), num_threads=_check_threads(num_threads),
-                            selection=selection, non_ascii_exponent=non_ascii_exponent,
-                            raw_han_exponent=raw_han_exponent)
-    try:
-        pool = _raw_pool(raw_vocab_size, raw_han_exponent)
-        trainer.use_counts(*load_any_counts(counts, pool, tmp, _memory(None)[1]))
-    except BaseException:
-        trainer.close()
-        raise
-    return trainer
-
-
-def _run(trainer: "_core.Trainer", corpus: "Corpus", progress: bool, meta: Dict[str, Any],
-         vocab_size: int, counted: Optional[Any] = None) -> Tokenizer:
+def _run(trainer: "_core.Trainer", corpus: "Corpus", config: TrainConfig, meta: Dict[str, Any],
+         counted: Optional[Any] = None) -> Tokenizer:
     """Runs the trainer's passes over the corpus (counting rounds, recorded in
     ``meta["counting"]``, then ``counted()``, then filtering and the refining passes of
     ``selection="refined"``) and returns the tokenizer with the run's metadata."""
+    progress = config.progress
     n = len(trainer.rounds)
     filtering: Dict[str, Any] = {}
     refining: list = []
@@ -327,13 +267,13 @@ def _run(trainer: "_core.Trainer", corpus: "Corpus", progress: bool, meta: Dict[
     filtering["finish_seconds"] = round(time.perf_counter() - t_finish, 3)
     filtering["used_tokens"] = report["used_tokens"]
     if report["warning"]:
-        warnings.warn(report["warning"], RuntimeWarning, stacklevel=3)
+        warnings.warn(report["warning"], RuntimeWarning, stacklevel=4)
     tok = Tokenizer(core)
     tok.metadata.update(meta)
-    tok.metadata.update(trainer="cnfmce", vocab_size=vocab_size, raw_vocabulary=raw_size,
+    tok.metadata.update(trainer="cnfmce", vocab_size=config.vocab_size, raw_vocabulary=raw_size,
                         filtering=filtering, selection=report["selection"],
                         refining=refining, covered_characters=report["covered_characters"])
-    _report_metadata(tok, report)
+    report_metadata(tok, report)
     return tok
 
 
@@ -344,7 +284,7 @@ def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_
           boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True,
           tmp_dir: Optional[str] = None, selection: str = "paper", backend: str = "local",
           non_ascii_exponent: Optional[float] = None, raw_han_exponent: float = 0.0,
-          **backend_options: Any) -> Tokenizer:
+          field: str = "text", **backend_options: Any) -> Tokenizer:
     """Trains a CNF vocabulary (SPEC section 4) and returns its :class:`Tokenizer`.
 
     ``inputs``: documents or paths, as for :func:`count` (the rule of :mod:`cnfmce.corpus`; wrap
@@ -360,32 +300,44 @@ def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_
     the Han-weighted cut), so ``train(inputs, raw_vocab_size=m, raw_han_exponent=a)`` equals
     ``train_from_counts(count(inputs, raw_vocab_size=4 * m), inputs, raw_vocab_size=m,
     raw_han_exponent=a)``. The same inputs give the same vocabulary
-    whatever ``num_threads`` and whatever the order of the documents.
+    whatever ``num_threads`` and whatever the order of the documents. ``field``: the JSON field
+    or parquet column holding the text of input files (default ``"text"``; documents in memory
+    are text already); a file whose records lack it raises :class:`cnfmce.CorpusError` naming
+    the file.
+
+    The options are checked once, as a :class:`cnfmce.config.TrainConfig`, which is what the
+    run (local or Ray) reads.
 
     ``backend="ray"`` trains on a Ray cluster (:func:`cnfmce.ray.train`; ``backend_options``
     such as ``ray_address``, ``block_size``, ``num_partitions`` go to it): the same vocabulary,
     byte for byte.
     """
-    if _backend(backend, backend_options, "train") is not None:
-        from . import ray as _ray_backend
-        return _ray_backend.train(inputs, vocab_size, raw_vocab_size, rounds, special_tokens,
-                                  num_threads, progress, memory_limit, algorithm, boundary_penalty,
-                                  token_preference, tmp_dir, selection=selection,
-                                  non_ascii_exponent=non_ascii_exponent,
-                                  raw_han_exponent=raw_han_exponent, **backend_options)
-    opts = _check_options(algorithm, boundary_penalty, token_preference)
-    exps = _exponents(non_ascii_exponent, raw_han_exponent)
-    with work_dir(tmp_dir) as tmp:
-        limit, budget = _memory(memory_limit)
-        trainer = _core.Trainer(vocab_size, raw_vocab_size, rounds, special_tokens, opts, budget,
-                                os.path.join(tmp, ""), _check_threads(num_threads), selection, **exps)
+    ray = _backend(backend, backend_options, "train")
+    config = TrainConfig(vocab_size=vocab_size, raw_vocab_size=raw_vocab_size, rounds=rounds,
+                         special_tokens=special_tokens, algorithm=algorithm,
+                         boundary_penalty=boundary_penalty, token_preference=token_preference,
+                         selection=selection, non_ascii_exponent=non_ascii_exponent,
+                         raw_han_exponent=raw_han_exponent, num_threads=num_threads,
+                         progress=progress, memory_limit=memory_limit, tmp_dir=tmp_dir, field=field)
+    return run_train(inputs, config, ray, backend_options)
+
+
+def run_train(inputs: Inputs, config: TrainConfig, backend: Optional[str] = None,
+              backend_options: Optional[Dict[str, Any]] = None) -> Tokenizer:
+    """:func:`train` with its options as one checked :class:`TrainConfig` (``backend``: None,
+    local, or ``"ray"`` with the Ray keyword arguments ``backend_options``)."""
+    if backend is not None:
+        return _on_ray("train", inputs, config, backend_options or {})
+    with work_dir(config.tmp_dir) as tmp:
+        limit, budget = config.memory()
+        trainer = config.trainer(tmp, budget)
         try:
-            _warn_rounds(trainer.rounds)
-            corpus = Corpus(inputs, tmp)
-            m = raw_vocab_size if raw_vocab_size is not None else _core.default_raw_vocab_size(vocab_size)
-            meta = {"counting": _info(trainer.rounds, _raw_pool(m, exps["raw_han_exponent"]), limit)}
+            warn_rounds(trainer.rounds, stacklevel=4)
+            corpus = Corpus(inputs, tmp, config.field)
+            meta = {"counting": counting_info(trainer.rounds,
+                                              config.raw_pool(config.counted_raw_vocab_size()), limit)}
             t_start = time.perf_counter()
-            return _run(trainer, corpus, progress, meta, vocab_size,
-                        lambda: _counting_done(corpus, meta["counting"], t_start, limit, stacklevel=5))
+            return _run(trainer, corpus, config, meta,
+                        lambda: _counting_done(corpus, meta["counting"], t_start, limit, stacklevel=6))
         finally:
             trainer.close()

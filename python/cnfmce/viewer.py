@@ -85,8 +85,8 @@ def load_viewer_encoder(spec: str) -> Any:
         raise FileNotFoundError(f"no such tokenizer file: {s}")
     if os.path.isdir(s):
         raise IsADirectoryError(f"{s} is a directory, not a tokenizer file")
-    from .cli import _load_tokenizer
-    tok = _load_tokenizer(s)
+    from .loading import load_tokenizer_file
+    tok = load_tokenizer_file(s)
     base = os.path.basename(s)
     for ext in (".gz", ".json", ".tiktoken"):
         if base.lower().endswith(ext):
