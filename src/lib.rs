@@ -42,6 +42,7 @@ mod filter;
 mod mce;
 mod mem;
 mod options;
+mod piece_cache;
 mod probe;
 mod raw_cut;
 /// Corpus files (JSON lines, plain or gzip; text files) read into blocks of UTF-8 documents.

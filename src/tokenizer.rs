@@ -17,6 +17,9 @@ use crate::vocab::Vocab;
 /// index order. Items are handed out one at a time, largest `sizes[i]` first (ties in index
 /// order): with texts of very different lengths, a long text started last would otherwise keep
 /// one thread busy while the others idle. Each thread makes its own `state` with `init`.
+///
+/// Inside [`on_this_thread`] the items run one after the other on the calling thread instead
+/// (one state, same results).
 pub fn par_map_largest_first<S, R: Send>(
     sizes: &[usize],
     init: impl Fn() -> S + Sync,
@@ -24,6 +27,10 @@ pub fn par_map_largest_first<S, R: Send>(
 ) -> Vec<R> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let n = sizes.len();
+    if ON_THIS_THREAD.with(|t| t.get()) {
+        let mut state = init();
+        return (0..n).map(|i| f(&mut state, i)).collect();
+    }
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| sizes[b].cmp(&sizes[a]));
     let next = AtomicUsize::new(0);
@@ -44,6 +51,28 @@ pub fn par_map_largest_first<S, R: Send>(
     }
     // Every index was taken exactly once (the counter hands each out once).
     slots.into_iter().flatten().collect()
+}
+
+thread_local! {
+    /// Set while [`on_this_thread`] runs: batch maps stay on this thread.
+    static ON_THIS_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with every batch map it makes ([`par_map_largest_first`], [`map_texts`],
+/// `Tokenizer::encode_batch`, ...) done on the calling thread, item after item, instead of on
+/// the threads of a rayon pool: for a batch too small to be worth waking other threads (their
+/// hand-off costs far more than encoding a short document), or one that would run on one
+/// thread anyway.
+pub(crate) fn on_this_thread<R>(f: impl FnOnce() -> R) -> R {
+    /// Restores the flag as it was, also when `f` panics.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ON_THIS_THREAD.with(|t| t.set(self.0));
+        }
+    }
+    let _restore = Restore(ON_THIS_THREAD.with(|t| t.replace(true)));
+    f()
 }
 
 /// `f(bytes, scratch)` for every item of a batch on all threads of the current rayon pool,
@@ -475,6 +504,43 @@ mod tests {
             // One state per thread that took work, never more than the pool's threads.
             assert!(inits.into_inner() <= 3.min(n));
         }
+    }
+
+    #[test]
+    fn batch_maps_on_this_thread() {
+        // Inside on_this_thread the map runs on the calling thread (one state, no pool thread),
+        // in index order, with the same results; the flag is restored afterwards, also after a
+        // panic.
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        let caller = std::thread::current().id();
+        for n in [0usize, 1, 2, 7, 500] {
+            let sizes: Vec<usize> = (0..n).map(|i| (i * 7919) % 13).collect();
+            let inits = std::sync::atomic::AtomicUsize::new(0);
+            let got = on_this_thread(|| {
+                par_map_largest_first(
+                    &sizes,
+                    || inits.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                    |_, i| (i, sizes[i], std::thread::current().id()),
+                )
+            });
+            let want: Vec<_> = (0..n).map(|i| (i, sizes[i], caller)).collect();
+            assert_eq!(got, want);
+            assert_eq!(inits.into_inner(), 1);
+            // Outside, the pool's threads do the work again.
+            let ids = pool.install(|| par_map_largest_first(&sizes, || (), |_, _| std::thread::current().id()));
+            assert!(ids.iter().all(|&t| t != caller));
+        }
+        let r = std::panic::catch_unwind(|| on_this_thread(|| panic!("inside")));
+        assert!(r.is_err());
+        assert!(!ON_THIS_THREAD.with(|t| t.get()));
+        // Tokenizer::encode_batch inside it equals encode.
+        let mut tokens: Vec<(u32, Vec<u8>)> = (0..=255u8).map(|b| (b as u32, vec![b])).collect();
+        tokens.push((256, b"ab".to_vec()));
+        let tok = Tokenizer::new(tokens, vec![], Options::default()).unwrap();
+        let texts = [&b"abab"[..], b"", b"xab", b"ba"];
+        let got = on_this_thread(|| tok.encode_batch(&texts, None));
+        let want: Vec<Vec<u32>> = texts.iter().map(|t| tok.encode(t, None)).collect();
+        assert_eq!(got, want);
     }
 
     #[test]

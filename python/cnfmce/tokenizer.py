@@ -42,9 +42,13 @@ def useful_threads(num_threads: Any, items: Optional[int] = None) -> Optional[in
     help: at most :func:`max_threads`, and at most ``items`` (the number of texts) when given."""
     if num_threads is None:
         return None
-    if isinstance(num_threads, bool) or not isinstance(num_threads, numbers.Integral) or num_threads < 1:
+    if type(num_threads) is int and 1 <= num_threads <= 8:
+        # max_threads() is at least 8 (and asks the OS each time): the common case costs nothing.
+        n = num_threads
+    elif isinstance(num_threads, bool) or not isinstance(num_threads, numbers.Integral) or num_threads < 1:
         raise ValueError(f"num_threads must be a positive int or None, got {num_threads!r}")
-    n = min(int(num_threads), max_threads())
+    else:
+        n = min(int(num_threads), max_threads())
     if items is not None:
         n = min(n, max(1, items))
     return n

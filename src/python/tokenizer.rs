@@ -14,6 +14,34 @@ use crate::Options;
 /// Texts shorter than this are encoded without releasing the GIL (the release costs more).
 const DETACH_BYTES: usize = 16 * 1024;
 
+/// Batches of fewer bytes than this in all are encoded on the calling thread: waking a pool's
+/// threads and handing the work over costs more than encoding a few kilobytes.
+const HERE_BYTES: usize = 16 * 1024;
+
+/// Whether a batch of texts of `sizes` bytes runs on the calling thread (see [`run_batch`]):
+/// when it would run on one thread anyway (`helpers` None: one thread asked for, or one text)
+/// or it is small.
+fn on_caller(helpers: &Option<std::sync::Arc<rayon::ThreadPool>>, sizes: &[usize]) -> bool {
+    helpers.is_none() || sizes.iter().sum::<usize>() < HERE_BYTES
+}
+
+/// The batch work `f`: on the calling thread when `here` (see [`on_caller`]; with the GIL
+/// released unless the batch is small, and with its batch maps kept on this thread by
+/// [`crate::tokenizer::on_this_thread`]), else in the pool of `num_threads` threads with the
+/// GIL released.
+fn run_batch<R: Send>(py: Python<'_>, num_threads: Option<usize>, here: bool, sizes: &[usize], f: impl FnOnce() -> R + Send) -> PyResult<R> {
+    if here {
+        let f = || crate::tokenizer::on_this_thread(f);
+        if sizes.iter().sum::<usize>() < DETACH_BYTES {
+            guarded(f)
+        } else {
+            py.detach(|| guarded(f))
+        }
+    } else {
+        py.detach(|| guarded(|| in_pool(num_threads, f)))?
+    }
+}
+
 /// The special tokens that `encode` may match (built by `CoreTokenizer.matcher`).
 #[pyclass(module = "cnfmce._core", name = "SpecialMatcher", frozen)]
 pub(crate) struct PySpecialMatcher {
@@ -110,7 +138,8 @@ impl PyCoreTokenizer {
         let tok = &self.inner;
         let sizes: Vec<usize> = datas.iter().map(StrData::utf8_size_hint).collect();
         let run = || map_texts(&sizes, |k, buf| datas[k].utf8(buf), |bytes, scratch| f(tok, bytes, scratch));
-        py.detach(|| guarded(|| in_pool(num_threads, run)))??.map_err(|(k, ())| surrogate_error(Some(k)))
+        let here = on_caller(&batch_helpers(num_threads, sizes.len())?, &sizes);
+        run_batch(py, num_threads, here, &sizes, run)?.map_err(|(k, ())| surrogate_error(Some(k)))
     }
 
     fn batch<'py, T: AsRef<[u8]> + Sync>(
@@ -121,15 +150,17 @@ impl PyCoreTokenizer {
         num_threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
         let m = allowed.map(|a| &a.get().inner);
-        if let Some(helpers) = batch_helpers(num_threads, texts.len())? {
-            let sizes: Vec<usize> = texts.iter().map(|t| t.as_ref().len()).collect();
+        let sizes: Vec<usize> = texts.iter().map(|t| t.as_ref().len()).collect();
+        let helpers = batch_helpers(num_threads, texts.len())?;
+        let here = on_caller(&helpers, &sizes);
+        if let (Some(helpers), false) = (helpers, here) {
             let tok = &self.inner;
             let encode = |k: usize, _: &mut Vec<u8>, scratch: &mut crate::Scratch| {
                 Ok(tok.encode_with_scratch(texts[k].as_ref(), m, scratch))
             };
             return self.streamed(py, &helpers, &sizes, encode, |ids| Ok(self.ints.list(py, &ids)?.into_any()));
         }
-        let all = py.detach(|| guarded(|| in_pool(num_threads, || self.inner.encode_batch(texts, m))))??;
+        let all = run_batch(py, num_threads, here, &sizes, || self.inner.encode_batch(texts, m))?;
         self.ints.lists(py, &all)
     }
 
@@ -419,7 +450,8 @@ impl PyCoreTokenizer {
             let one = |k: usize, scratch: &mut crate::Scratch| {
                 tok.encode_filled_with_scratch(scratch, sizes[k], |buf, starts| datas[k].utf8_with_starts(buf, starts))
             };
-            if let Some(helpers) = helpers {
+            let here = on_caller(&helpers, &sizes);
+            if let (Some(helpers), false) = (helpers, here) {
                 let encode = |k: usize, _: &mut Vec<u8>, scratch: &mut crate::Scratch| one(k, scratch);
                 return self.streamed(py, &helpers, &sizes, encode, |ids| Ok(self.ints.list(py, &ids)?.into_any()));
             }
@@ -429,10 +461,12 @@ impl PyCoreTokenizer {
                 });
                 all.into_iter().collect::<Result<Vec<_>, usize>>()
             };
-            let all = py.detach(|| guarded(|| in_pool(num_threads, run)))??.map_err(|k| surrogate_error(Some(k)))?;
+            let all = run_batch(py, num_threads, here, &sizes, run)?.map_err(|k| surrogate_error(Some(k)))?;
             return self.ints.lists(py, &all);
         }
-        if let Some(helpers) = helpers {
+        let sizes: Vec<usize> = texts.iter().map(|t| str_data(t).map(|d| d.utf8_size_hint())).collect::<PyResult<_>>()?;
+        let here = on_caller(&helpers, &sizes);
+        if let (Some(helpers), false) = (helpers, here) {
             let encode = |tok: &Tokenizer, bytes: &[u8], scratch: &mut crate::Scratch| tok.encode_with_scratch(bytes, m, scratch);
             return self.streamed_strs(py, &helpers, &texts, encode, |ids| Ok(self.ints.list(py, &ids)?.into_any()));
         }
@@ -477,8 +511,15 @@ impl PyCoreTokenizer {
             let t = block.inner.lock().unwrap_or_else(|p| p.into_inner());
             let docs = t.slices();
             let sizes: Vec<usize> = docs.iter().map(|d| d.len()).collect();
-            guarded(|| in_pool(num_threads, || self.inner.encode_batch(&docs, None))).map(|r| r.map(|all| (all, sizes)))
-        })??;
+            let run = || self.inner.encode_batch(&docs, None);
+            let here = batch_helpers(num_threads, docs.len()).map(|h| on_caller(&h, &sizes));
+            let all = match here {
+                Ok(true) => guarded(|| crate::tokenizer::on_this_thread(run)),
+                Ok(false) => guarded(|| in_pool(num_threads, run)).and_then(|r| r),
+                Err(e) => Err(e),
+            };
+            all.map(|all| (all, sizes))
+        })?;
         let extra = bos.is_some() as usize + eos.is_some() as usize;
         let total: usize = all.iter().map(|d| d.len() + extra).sum();
         let tokens = PyByteArray::new_with(py, total * itemsize, |buf| {
@@ -519,8 +560,15 @@ impl PyCoreTokenizer {
             let t = block.inner.lock().unwrap_or_else(|p| p.into_inner());
             let docs = t.slices();
             let sizes: Vec<usize> = docs.iter().map(|d| d.len()).collect();
-            guarded(|| in_pool(num_threads, || self.inner.encode_batch(&docs, m))).map(|r| r.map(|all| (all, sizes)))
-        })??;
+            let run = || self.inner.encode_batch(&docs, m);
+            let here = batch_helpers(num_threads, docs.len()).map(|h| on_caller(&h, &sizes));
+            let all = match here {
+                Ok(true) => guarded(|| crate::tokenizer::on_this_thread(run)),
+                Ok(false) => guarded(|| in_pool(num_threads, run)).and_then(|r| r),
+                Err(e) => Err(e),
+            };
+            all.map(|all| (all, sizes))
+        })?;
         flat(py, &all, &sizes)
     }
 
@@ -571,7 +619,9 @@ impl PyCoreTokenizer {
         num_threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
         let m = allowed.map(|a| &a.get().inner);
-        if let Some(helpers) = batch_helpers(num_threads, texts.len())? {
+        let sizes: Vec<usize> = texts.iter().map(|t| str_data(t).map(|d| d.utf8_size_hint())).collect::<PyResult<_>>()?;
+        let helpers = batch_helpers(num_threads, texts.len())?;
+        if let (Some(helpers), false) = (helpers.clone(), on_caller(&helpers, &sizes)) {
             let encode = |tok: &Tokenizer, bytes: &[u8], scratch: &mut crate::Scratch| {
                 tok.encode_with_offsets_scratch(bytes, m, OffsetUnit::Char, scratch)
             };
@@ -594,17 +644,17 @@ impl PyCoreTokenizer {
     ) -> PyResult<Bound<'py, PyList>> {
         let data: Vec<&[u8]> = items.iter().map(|b| b.as_bytes()).collect();
         let m = allowed.map(|a| &a.get().inner);
-        if let Some(helpers) = batch_helpers(num_threads, data.len())? {
-            let sizes: Vec<usize> = data.iter().map(|d| d.len()).collect();
+        let sizes: Vec<usize> = data.iter().map(|d| d.len()).collect();
+        let helpers = batch_helpers(num_threads, data.len())?;
+        let here = on_caller(&helpers, &sizes);
+        if let (Some(helpers), false) = (helpers, here) {
             let tok = &self.inner;
             let encode = |k: usize, _: &mut Vec<u8>, scratch: &mut crate::Scratch| {
                 Ok(tok.encode_with_offsets_scratch(data[k], m, OffsetUnit::Byte, scratch))
             };
             return self.streamed(py, &helpers, &sizes, encode, |r| super::offsets::pair(py, &self.ints, &r));
         }
-        let all = py.detach(|| {
-            guarded(|| in_pool(num_threads, || self.inner.encode_batch_with_offsets(&data, m, OffsetUnit::Byte)))
-        })??;
+        let all = run_batch(py, num_threads, here, &sizes, || self.inner.encode_batch_with_offsets(&data, m, OffsetUnit::Byte))?;
         super::offsets::pairs(py, &self.ints, &all)
     }
 

@@ -91,11 +91,17 @@ pub(crate) fn read_ids(ids: &Bound<'_, PyAny>) -> PyResult<Ids> {
     Ok(out)
 }
 
+/// The CPUs this process may use, asked once (the question reads the cgroup and affinity
+/// settings, about 0.1 ms: more than encoding a short text, and every batch call asks).
+pub(crate) fn cpus() -> usize {
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+}
+
 /// The most threads one pool gets: four times the CPUs this process may use, at least 8 (a
 /// larger `num_threads` only adds scheduling and memory; 10,000 would start 10,000 OS threads).
 pub(crate) fn max_threads() -> usize {
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    (4 * cpus).max(8)
+    (4 * cpus()).max(8)
 }
 
 /// A rayon pool that survives `fork()`: rayon's worker threads do not exist in a forked child
@@ -178,8 +184,7 @@ pub(crate) fn batch_helpers(num_threads: Option<usize>, items: usize) -> PyResul
 
 /// Threads of the default pool: one per CPU, at most `max_threads()`.
 fn default_threads() -> usize {
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    cpus.min(max_threads())
+    cpus().min(max_threads())
 }
 
 /// How many pools of an explicit size (other than the default's) stay alive between calls.
@@ -224,8 +229,7 @@ pub(crate) fn make_pool(num_threads: Option<usize>) -> PyResult<rayon::ThreadPoo
         Some(0) => return Err(PyValueError::new_err("num_threads must be positive")),
         Some(n) => b = b.num_threads(n.min(max_threads())),
         None => {
-            let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-            b = b.num_threads(cpus.min(max_threads()));
+            b = b.num_threads(cpus().min(max_threads()));
         }
     }
     b.thread_name(|i| format!("cnfmce-{i}"))
