@@ -212,10 +212,10 @@ def test_api_documents_wrapper_forces_documents(files, monkeypatch):
 
 def test_api_rule_is_documented():
     for text in (cnfmce.corpus.__doc__, cnfmce.train.__doc__, cnfmce.count.__doc__,
-                 (REPO / "README.md").read_text(encoding="utf-8")):
+                 (REPO / "docs" / "training.md").read_text(encoding="utf-8")):
         assert "Documents" in text and "FileNotFoundError" in text or "cnfmce.corpus" in text
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert "cnfmce.Documents" in readme and "Paths or documents" in readme
+    guide = (REPO / "docs" / "training.md").read_text(encoding="utf-8")
+    assert "cnfmce.Documents" in guide and "Paths or documents" in guide
 
 
 # --- 3. absurd thread counts ---------------------------------------------------------------------------
@@ -484,8 +484,8 @@ def test_disallowed_special_defaults_and_errors(o200k_pair):
     assert enc.encode("x<|y|>", disallowed_special=()) and True
     with pytest.raises(ValueError, match="'<\\|y\\|>'"):
         tok.encode("x<|y|>", disallowed_special={"<|y|>"})
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert "disallowed_special" in readme
+    guide = (REPO / "docs" / "encoding.md").read_text(encoding="utf-8")
+    assert "disallowed_special" in guide
 
 
 # --- 7. files: nesting, huge λ, bombs, bad fields ---------------------------------------------------------
