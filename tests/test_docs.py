@@ -106,6 +106,8 @@ _BLOCK = textwrap.dedent("""
 CASES = {
     # feature: (blocked modules, code, the extra its ImportError must name)
     "transformers": ("transformers", "cnfmce.Tokenizer.from_tokens([bytes([b]) for b in range(256)]).to_transformers()", "hf"),
+    "chat templates": ("jinja2", "cnfmce.Tokenizer.from_tokens([bytes([b]) for b in range(256)]).to_transformers("
+                       "chat_template='{{ messages[0][\\'content\\'] }}').apply_chat_template([{'role': 'user', 'content': 'hi'}], tokenize=False)", "hf"),
     "ray backend": ("ray", "cnfmce.train(['a b c'], vocab_size=300, backend='ray', progress=False)", "ray"),
     "parquet input": ("pyarrow", "cnfmce.train([sys.argv[2] + '/x.parquet'], vocab_size=300, progress=False)", "formats"),
     "zstd input": ("zstandard", "cnfmce.train([sys.argv[2] + '/x.jsonl.zst'], vocab_size=300, progress=False)", "formats"),

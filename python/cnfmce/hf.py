@@ -271,6 +271,13 @@ class CnfmceTokenizer(PreTrainedTokenizer):
         """One past the largest id, special tokens included (the embedding rows a model needs)."""
         return self._tok.n_vocab
 
+    def apply_chat_template(self, *args: Any, **kwargs: Any) -> Any:
+        """``transformers``' ``apply_chat_template``; without jinja2 (which renders the templates)
+        an ImportError that names the extra to install."""
+        from ._extras import require
+        require("jinja2", "apply_chat_template (chat templates)")
+        return super().apply_chat_template(*args, **kwargs)
+
     def _update_total_vocab_size(self) -> None:
         self.total_vocab_size = self._tok.n_vocab
 
