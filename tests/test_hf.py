@@ -119,7 +119,7 @@ def test_auto_tokenizer_ids_equal_core_encode(pair, category):
 
 def test_save_load_identical_and_copied_directory(saved, tmp_path):
     hf, auto, d = saved["cnf"]
-    docs = load_docs("sci")[:40]
+    docs = load_docs("en")[:40]
     want = hf(docs)["input_ids"]
     # save -> load -> save again: identical ids and the same files.
     again = tmp_path / "again"
