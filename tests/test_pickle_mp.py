@@ -133,7 +133,7 @@ if __name__ == "__main__":
     hf = tok.to_transformers(eos_token="<|endoftext|>", add_eos_token=True)
     mapped = ds.map(lambda b: hf(b["text"]), batched=True, batch_size=16, num_proc=2,
                     remove_columns=["text"])
-    assert mapped["input_ids"] == [w + [199999] for w in want]
+    assert mapped["input_ids"] == [w + [8192] for w in want]
     assert mapped["attention_mask"] == [[1] * (len(w) + 1) for w in want]
     print("ok")
 """, tmp_path)
