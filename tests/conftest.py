@@ -1,4 +1,12 @@
-"""Shared fixtures: where the shared corpora and vocabularies live, and tokenizers loaded once."""
+"""Shared fixtures: the small corpora and vocabulary shipped in tests/fixtures, the large shared
+corpora and vocabularies, and tokenizers loaded once.
+
+Two tiers. The default run (``python -m pytest -q tests``) needs nothing outside the repository:
+tests read ``tests/fixtures`` (see its NOTICE.md and build.py). Tests that need the large shared
+corpora or the published vocabularies (``CNFMCE_SHARED``, default ``../shared``) carry the
+``shared`` marker, or use one of the fixtures in ``SHARED_FIXTURES`` (marked automatically); they
+are deselected unless ``-m`` is given: ``python -m pytest -q -m shared tests`` runs that tier
+(CI does, with the data present)."""
 
 from __future__ import annotations
 
@@ -12,6 +20,37 @@ import cnfmce
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("CNFMCE_SHARED", str(REPO.parent / "shared")))
+FIXTURES = REPO / "tests" / "fixtures"
+# Fixtures that read the shared data: a test using one belongs to the shared tier.
+SHARED_FIXTURES = frozenset({"o200k", "qwen", "shared_dir", "tiktoken_o200k", "hf_qwen", "o200k_pair",
+                             "o200k_vocab", "qwen_fmm"})
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "shared: needs the large shared corpora or published vocabularies "
+                                       "(CNFMCE_SHARED); deselected unless -m is given (-m shared runs them)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Marks the tests that use a shared-data fixture ``shared``; without ``-m``, deselects the
+    shared tier, so a clone without the data neither runs nor skips those tests."""
+    for item in items:
+        if SHARED_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("shared"):
+            item.add_marker(pytest.mark.shared)
+    if config.option.markexpr:
+        return
+    keep = [it for it in items if not it.get_closest_marker("shared")]
+    if len(keep) < len(items):
+        config.hook.pytest_deselected(items=[it for it in items if it.get_closest_marker("shared")])
+        items[:] = keep
+
+
+def fixture_path(*parts: str) -> Path:
+    """A file under tests/fixtures (always present)."""
+    p = FIXTURES.joinpath(*parts)
+    assert p.exists(), f"test fixture missing: {p} (rebuild with tests/fixtures/build.py)"
+    return p
 
 
 def ctrl_c_as_in_a_terminal() -> None:
@@ -46,6 +85,21 @@ def o200k() -> cnfmce.Tokenizer:
 @pytest.fixture(scope="session")
 def qwen() -> cnfmce.Tokenizer:
     return cnfmce.Tokenizer.from_hf(shared_path("vocabs", "qwen3.5.tokenizer.json.gz"))
+
+
+@pytest.fixture(scope="session")
+def bpe() -> cnfmce.Tokenizer:
+    """An o200k-like vocabulary from the fixtures: a byte-level BPE of 8,192 ranks (o200k_base's
+    pre-tokenization) in tiktoken's format, with ``<|endoftext|>`` at 8192."""
+    return cnfmce.Tokenizer.from_tiktoken(fixture_path("vocabs", "bpe8k.tiktoken"),
+                                          special_tokens={"<|endoftext|>": 8192})
+
+
+@pytest.fixture(scope="session")
+def bpe_hf() -> cnfmce.Tokenizer:
+    """The same BPE as a Hugging Face ``tokenizer.json`` (NFC normaliser, as Qwen's; added tokens
+    ``<|endoftext|>``, ``<|im_start|>``, ``<|im_end|>`` at 8192-8194)."""
+    return cnfmce.Tokenizer.from_hf(fixture_path("vocabs", "bpe8k.tokenizer.json.gz"))
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -93,13 +93,13 @@ def test_first_bad_text_in_index_order_is_reported():
     assert tok.encode_batch(["ab", "the"], num_threads=2) == [tok.encode("ab"), tok.encode("the")]
 
 
-def test_o200k_batch_threads(o200k):
+def test_bpe_batch_threads(bpe):
     rng = random.Random(5)
     docs = [random_doc(rng, rng.choice([0, 10, 1000, 30_000])) for _ in range(40)]
-    single = [o200k.encode(d) for d in docs]
-    assert o200k.encode_batch(docs) == single
-    assert o200k.encode_batch(docs, num_threads=1) == single
-    assert o200k.encode_batch(docs, num_threads=2) == single
+    single = [bpe.encode(d) for d in docs]
+    assert bpe.encode_batch(docs) == single
+    assert bpe.encode_batch(docs, num_threads=1) == single
+    assert bpe.encode_batch(docs, num_threads=2) == single
 
 
 @pytest.mark.parametrize("seed", range(3))

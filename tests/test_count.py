@@ -186,7 +186,8 @@ def test_top_m_pruning_on_a_larger_corpus():
     """The counter prunes candidates below later thresholds to the best m while it merges (once
     their number reaches 2 * max(m, 65536)); with many distinct candidates the result must still
     be the exact top m of the full counts, ties at the cut broken by bytes."""
-    docs = read_shared_docs("multi", max_bytes=700_000, max_doc_bytes=20_000)
+    docs = (read_shared_docs("multi", max_bytes=700_000, max_doc_bytes=20_000)
+            + read_shared_docs("zh", max_bytes=600_000, max_doc_bytes=20_000))
     rounds = ((1, 8, 0), (9, 12, 4))
     full = count(docs, rounds=rounds)
     ranked = list(full.items())

@@ -687,6 +687,7 @@ def write_corpus(path: Path) -> List[Tuple[str, str]]:
     return rows
 
 
+@pytest.mark.shared
 def test_eval_cli(tmp_path, capsys):
     corpus = tmp_path / "small" / "test.jsonl.gz"
     corpus.parent.mkdir()

@@ -151,11 +151,11 @@ def test_fuzz_against_reference(chunk):
         assert tok.encode_batch(texts, num_threads=rng.choice([None, 1, 2, 3, 10**6])) == want, seed
 
 
-def test_fuzz_o200k_snippets(o200k):
+def test_fuzz_bpe_snippets(bpe):
     """Random slices of real text and random characters on a real vocabulary (only the tokens
     that can occur in the snippet go into the reference's vocabulary, which changes nothing)."""
     rng = random.Random(99)
-    vocab = o200k.get_vocab()
+    vocab = bpe.get_vocab()
     longest = max(len(t) for t in vocab)
     base = ("The quick brown fox — naïve café, 中文字符 and ひらがな; def f(x): return x**2\n"
             "Ünïcödé ẞ Ωmega 😀👍🏽 1234567 ٣٤٥ ….")
@@ -166,7 +166,7 @@ def test_fuzz_o200k_snippets(o200k):
         sub = {data[i:j]: vocab[data[i:j]] for i in range(len(data))
                for j in range(i + 1, min(len(data), i + longest) + 1) if data[i:j] in vocab}
         want = ref.mce_encode(sub, data, 0.05, True)
-        assert o200k.encode(text) == want, (k, text)
+        assert bpe.encode(text) == want, (k, text)
 
 
 # --- mutated files, every loader ----------------------------------------------------------------------

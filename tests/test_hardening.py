@@ -38,7 +38,7 @@ from cnfmce import formats
 from cnfmce.errors import CorpusError, TokenizerFileError
 from cnfmce.formats import bytes_to_unicode
 
-from conftest import REPO, shared_path
+from conftest import REPO, fixture_path, shared_path
 
 BYTES = [bytes([b]) for b in range(256)]
 T = cnfmce.Tokenizer
@@ -212,10 +212,10 @@ def test_api_documents_wrapper_forces_documents(files, monkeypatch):
 
 def test_api_rule_is_documented():
     for text in (cnfmce.corpus.__doc__, cnfmce.train.__doc__, cnfmce.count.__doc__,
-                 (REPO / "README.md").read_text(encoding="utf-8")):
+                 (REPO / "docs" / "training.md").read_text(encoding="utf-8")):
         assert "Documents" in text and "FileNotFoundError" in text or "cnfmce.corpus" in text
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert "cnfmce.Documents" in readme and "Paths or documents" in readme
+    guide = (REPO / "docs" / "training.md").read_text(encoding="utf-8")
+    assert "cnfmce.Documents" in guide and "Paths or documents" in guide
 
 
 # --- 3. absurd thread counts ---------------------------------------------------------------------------
@@ -337,14 +337,20 @@ def test_readme_second_command_installs_what_the_tests_need():
     cmds = _readme_commands()
     assert cmds[0] == "pip install . && cnfmce demo"
     assert cmds[1] == README_TEST_COMMAND
-    assert "about a minute" in (REPO / "README.md").read_text(encoding="utf-8")
+    # the README says that pip compiles the Rust core, how long it took, and how to watch it
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "pip install -v ." in readme and "minutes" in readme
 
 
 def test_ci_runs_the_readme_test_command_verbatim():
     lines = [x.strip() for x in (REPO / ".ci" / "run").read_text().splitlines()]
     code = [x for x in lines if x and not x.startswith("#")]
     assert _readme_commands()[1] in code
-    assert code[-1] == _readme_commands()[1]  # the last thing it does; its status is the script's
+    # then the shared-data tier, the last thing it does (its status is the script's; set -e stops
+    # the script when the README's command fails)
+    assert code[-2] == _readme_commands()[1]
+    assert code[-1] == "python -m pytest -q -m shared tests"
+    assert "set -euo pipefail" in code
     assert any("chromium" in x and "apt-get" in x for x in code)
 
 
@@ -478,8 +484,8 @@ def test_disallowed_special_defaults_and_errors(o200k_pair):
     assert enc.encode("x<|y|>", disallowed_special=()) and True
     with pytest.raises(ValueError, match="'<\\|y\\|>'"):
         tok.encode("x<|y|>", disallowed_special={"<|y|>"})
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert "disallowed_special" in readme
+    guide = (REPO / "docs" / "encoding.md").read_text(encoding="utf-8")
+    assert "disallowed_special" in guide
 
 
 # --- 7. files: nesting, huge λ, bombs, bad fields ---------------------------------------------------------
@@ -653,14 +659,17 @@ def test_stdin_jsonl_errors_are_one_line(tmp_path):
 
 @pytest.fixture(scope="module")
 def big_jsonl(tmp_path_factory):
+    """About 6 MB of JSON lines: the fixture corpora, repeated with a numbered line per copy."""
     p = tmp_path_factory.mktemp("sigterm") / "big.jsonl"
-    n = 0
-    with gzip.open(shared_path("corpora", "en", "train.jsonl.gz"), "rb") as f, open(p, "wb") as o:
-        for line in f:
+    docs = [json.loads(line)["text"] for c in ("en", "code", "multi", "zh") for s in ("train", "test")
+            for line in gzip.open(fixture_path("corpora", c, f"{s}.jsonl.gz"), "rt", encoding="utf-8")]
+    n = k = 0
+    with open(p, "w", encoding="utf-8") as o:
+        while n <= 6_000_000:
+            line = json.dumps({"text": f"copy {k // len(docs)}\n" + docs[k % len(docs)]}, ensure_ascii=False) + "\n"
             o.write(line)
-            n += len(line)
-            if n > 6_000_000:
-                break
+            n += len(line.encode("utf-8"))
+            k += 1
     return p
 
 

@@ -17,7 +17,7 @@ transformers = pytest.importorskip("transformers")
 
 import cnfmce  # noqa: E402
 from cnfmce.hf import MODULE_FILE, VOCAB_FILE, CnfmceTokenizer  # noqa: E402
-from conftest import shared_path  # noqa: E402
+from conftest import fixture_path, shared_path  # noqa: E402
 from test_roundtrip_corpora import load_docs  # noqa: E402
 
 
@@ -27,9 +27,9 @@ from test_roundtrip_corpora import load_docs  # noqa: E402
 
 @pytest.fixture(scope="module")
 def cnf_core() -> cnfmce.Tokenizer:
-    """A CNF tokenizer trained on the first ~1 MB of the shared en training corpus."""
+    """A CNF tokenizer trained on the first ~1 MB of the fixture en training corpus."""
     docs = []
-    with gzip.open(shared_path("corpora", "en", "train.jsonl.gz"), "rt", encoding="utf-8") as fh:
+    with gzip.open(fixture_path("corpora", "en", "train.jsonl.gz"), "rt", encoding="utf-8") as fh:
         size = 0
         for line in fh:
             docs.append(json.loads(line)["text"])
@@ -45,11 +45,11 @@ CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory, o200k, cnf_core):
+def saved(tmp_path_factory, bpe, cnf_core):
     """Both tokenizers through save_pretrained and AutoTokenizer (trust_remote_code)."""
     out = {}
     made = {
-        "o200k": o200k.to_transformers(eos_token="<|endoftext|>", pad_token="<|pad|>",
+        "bpe": bpe.to_transformers(eos_token="<|endoftext|>", pad_token="<|pad|>",
                                        extra_special_tokens=["<|im_start|>", "<|im_end|>"],
                                        chat_template=CHAT),
         "cnf": cnf_core.to_transformers(bos_token="<s>", eos_token="</s>", pad_token="<pad>",
@@ -63,7 +63,7 @@ def saved(tmp_path_factory, o200k, cnf_core):
     return out
 
 
-@pytest.fixture(params=["o200k", "cnf"])
+@pytest.fixture(params=["bpe", "cnf"])
 def pair(request, saved):
     return saved[request.param]
 
@@ -72,7 +72,7 @@ def pair(request, saved):
 
 
 def test_saved_directory_and_config(saved):
-    hf, auto, d = saved["o200k"]
+    hf, auto, d = saved["bpe"]
     # transformers 5 writes the chat template to its own file.
     assert sorted(os.listdir(d)) == sorted([VOCAB_FILE, "tokenizer_config.json", MODULE_FILE,
                                            "chat_template.jinja"])
@@ -86,10 +86,10 @@ def test_saved_directory_and_config(saved):
     # The tokenizer file is cnfmce's own format.
     core = cnfmce.Tokenizer.load(d / VOCAB_FILE)
     assert core.special_tokens == hf.cnfmce_tokenizer.special_tokens
-    assert core.special_tokens["<|endoftext|>"] == 199999
-    assert core.special_tokens["<|pad|>"] == 200000
+    assert core.special_tokens["<|endoftext|>"] == 8192
+    assert core.special_tokens["<|pad|>"] == 8193
     # The new special tokens got the next free ids, in order.
-    assert [core.special_tokens[s] for s in ("<|im_start|>", "<|im_end|>")] == [200001, 200002]
+    assert [core.special_tokens[s] for s in ("<|im_start|>", "<|im_end|>")] == [8194, 8195]
     _, cnf_auto, cnf_dir = saved["cnf"]
     assert json.loads((cnf_dir / "tokenizer_config.json").read_text())["add_bos_token"] is True
     assert cnf_auto.add_bos_token is True
@@ -119,7 +119,7 @@ def test_auto_tokenizer_ids_equal_core_encode(pair, category):
 
 def test_save_load_identical_and_copied_directory(saved, tmp_path):
     hf, auto, d = saved["cnf"]
-    docs = load_docs("sci")[:40]
+    docs = load_docs("en")[:40]
     want = hf(docs)["input_ids"]
     # save -> load -> save again: identical ids and the same files.
     again = tmp_path / "again"
@@ -144,7 +144,7 @@ def test_save_load_identical_and_copied_directory(saved, tmp_path):
 
 
 def test_from_pretrained_without_remote_code(saved):
-    hf, _, d = saved["o200k"]
+    hf, _, d = saved["bpe"]
     tok = CnfmceTokenizer.from_pretrained(str(d))
     assert tok.cnfmce_tokenizer.special_tokens == hf.cnfmce_tokenizer.special_tokens
     assert tok("hello <|endoftext|>")["input_ids"] == hf("hello <|endoftext|>")["input_ids"]
@@ -244,7 +244,7 @@ def test_offsets_mapping(small):
 
 
 def test_offsets_on_corpus(saved):
-    hf, auto, _ = saved["o200k"]
+    hf, auto, _ = saved["bpe"]
     docs = load_docs("multi")[:100]
     out = auto(docs, return_offsets_mapping=True)
     core = hf.cnfmce_tokenizer.encode_batch_with_offsets(docs)
@@ -278,7 +278,7 @@ def test_decode_and_skip_special_tokens(small, saved):
         ["hello world", "ab"]
     assert small.decode(np.array(ids)) == "<s>hello world</s>"
     assert small.decode(256) == "hello"
-    hf, auto, _ = saved["o200k"]
+    hf, auto, _ = saved["bpe"]
     docs = load_docs("zh")[:30]
     enc = auto(docs)["input_ids"]
     assert auto.batch_decode(enc) == docs
@@ -289,7 +289,7 @@ def test_decode_and_skip_special_tokens(small, saved):
 
 
 def test_special_tokens_never_split(saved):
-    hf, auto, _ = saved["o200k"]
+    hf, auto, _ = saved["bpe"]
     core = hf.cnfmce_tokenizer
     text = "a<|endoftext|>b<|pad|><|im_start|>user"
     ids = auto(text)["input_ids"]
@@ -301,7 +301,7 @@ def test_special_tokens_never_split(saved):
     assert plain == core.encode(text)
     assert not set(plain) & set(core.special_tokens.values())
     assert set(auto.all_special_ids) == set(core.special_tokens.values())
-    assert auto.eos_token_id == 199999 and auto.pad_token_id == 200000
+    assert auto.eos_token_id == 8192 and auto.pad_token_id == 8193
     assert auto.decode(ids, skip_special_tokens=True) == "abuser"
 
 
@@ -350,7 +350,7 @@ def test_token_strings_byte_level(o200k, qwen, small):
 
 
 def test_chat_template(saved, tmp_path):
-    hf, auto, _ = saved["o200k"]
+    hf, auto, _ = saved["bpe"]
     core = hf.cnfmce_tokenizer
     messages = [{"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello!"}]
     text = auto.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

@@ -496,7 +496,8 @@ def _fill(by_id: Dict[int, bytes]) -> List[bytes]:
 
 # --- the reference on real vocabularies and real text ------------------------------------------------
 
-@pytest.fixture(scope="module", params=["o200k", "qwen"])
+@pytest.fixture(scope="module", params=["bpe", "bpe_hf", pytest.param("o200k", marks=pytest.mark.shared),
+                                        pytest.param("qwen", marks=pytest.mark.shared)])
 def real(request):
     tok = request.getfixturevalue(request.param)
     vocab = {t: i for i, t in tok.token_bytes().items()}
@@ -508,11 +509,11 @@ def _corpus_slices(n_per_category: int = 3, size: int = 1500) -> List[Tuple[str,
     import gzip
     import json
 
-    from conftest import shared_path
+    from conftest import fixture_path
     out = []
     rng = random.Random(5)
-    for cat in ("code", "en", "math", "multi", "sci", "zh"):
-        with gzip.open(shared_path("corpora", cat, "test.jsonl.gz"), "rt", encoding="utf-8") as fh:
+    for cat in ("code", "en", "multi", "zh"):  # the fixture corpora
+        with gzip.open(fixture_path("corpora", cat, "test.jsonl.gz"), "rt", encoding="utf-8") as fh:
             docs = [json.loads(line)["text"] for line in fh]
         for _ in range(n_per_category):
             d = rng.choice(docs)

@@ -10,10 +10,10 @@ import pytest
 
 import cnfmce
 
-def test_evaluate_and_compare_at_top_level(o200k):
+def test_evaluate_and_compare_at_top_level(bpe):
     docs = ["hello world", "the cat sat on the mat", "数字 123 456"]
-    m = cnfmce.evaluate(o200k, docs)
-    ids = [o200k.encode(d) for d in docs]
+    m = cnfmce.evaluate(bpe, docs)
+    ids = [bpe.encode(d) for d in docs]
     n = sum(map(len, ids))
     chars = sum(map(len, docs))
     # The documented metrics (cnfmce.evaluation's docstring), checked by hand.
@@ -24,20 +24,20 @@ def test_evaluate_and_compare_at_top_level(o200k):
     assert m["fertility"] == pytest.approx(n / sum(len(d.split()) for d in docs))
     assert m["distinct_ids"] == len({i for x in ids for i in x})
     assert m["roundtrip_exact_match"] == 1.0
-    assert m == cnfmce.evaluation.evaluate(o200k, docs)
-    c = cnfmce.compare(o200k, o200k.with_options(algorithm="fmm"), docs)
+    assert m == cnfmce.evaluation.evaluate(bpe, docs)
+    c = cnfmce.compare(bpe, bpe.with_options(algorithm="fmm"), docs)
     assert c["docs"] == 3 and 0.0 <= c["distance"] <= 1.0 and 0.0 <= c["agreement"] <= 1.0
-    assert cnfmce.compare(o200k, o200k, docs)["distance"] == 0.0
+    assert cnfmce.compare(bpe, bpe, docs)["distance"] == 0.0
     assert callable(cnfmce.evaluate) and callable(cnfmce.compare)
     assert "evaluate" in cnfmce.__all__ and "compare" in cnfmce.__all__
 
 
-def test_evaluate_accepts_the_transformers_tokenizer(o200k):
+def test_evaluate_accepts_the_transformers_tokenizer(bpe):
     pytest.importorskip("transformers")
     docs = ["hello world", "and more text"]
-    hf = o200k.to_transformers()
+    hf = bpe.to_transformers()
     got = cnfmce.evaluate(hf, docs)
-    want = cnfmce.evaluate(o200k, docs)
+    want = cnfmce.evaluate(bpe, docs)
     assert {k: v for k, v in got.items() if k != "tokenizer"} == \
         {k: v for k, v in want.items() if k != "tokenizer"}
 

@@ -63,12 +63,13 @@ def slow_char_spans(tok: cnfmce.Tokenizer, text: str, ids: Sequence[int]) -> Lis
     return out
 
 
-@pytest.fixture(params=["o200k", "qwen"])
+@pytest.fixture(params=["bpe", "bpe_hf", pytest.param("o200k", marks=pytest.mark.shared),
+                        pytest.param("qwen", marks=pytest.mark.shared)])
 def tok(request):
     return request.getfixturevalue(request.param)
 
 
-@pytest.mark.parametrize("category", CATEGORIES or ["<none>"])
+@pytest.mark.parametrize("category", CATEGORIES)
 def test_char_offsets_every_document(tok, category):
     docs = load_docs(category)
     lens = _lengths(tok)
@@ -83,10 +84,10 @@ def test_char_offsets_every_document(tok, category):
         assert ids == tok.encode(text)
 
 
-@pytest.mark.parametrize("category", CATEGORIES or ["<none>"])
-def test_byte_offsets_every_document(o200k, category):
+@pytest.mark.parametrize("category", CATEGORIES)
+def test_byte_offsets_every_document(bpe, category):
     docs = [d.encode("utf-8") for d in load_docs(category)]
-    got = o200k.encode_bytes_batch_with_offsets(docs)
+    got = bpe.encode_bytes_batch_with_offsets(docs)
     for data, (ids, offs) in zip(docs, got):
         pos = 0
         for i, (s, e) in zip(ids, offs):
@@ -95,8 +96,8 @@ def test_byte_offsets_every_document(o200k, category):
         assert pos == len(data)
         assert b"".join(data[s:e] for s, e in offs) == data
     for data, pair in list(zip(docs, got))[:10]:
-        assert o200k.encode_bytes_with_offsets(data) == pair
-        assert pair[0] == o200k.encode_bytes(data)
+        assert bpe.encode_bytes_with_offsets(data) == pair
+        assert pair[0] == bpe.encode_bytes(data)
 
 
 MIXED = st.sampled_from(
@@ -109,8 +110,8 @@ TEXTS = st.lists(MIXED, max_size=40).map("".join)
 
 @settings(max_examples=150, deadline=None)
 @given(text=TEXTS)
-def test_char_offsets_hypothesis(o200k, qwen, text):
-    for tok in (o200k, qwen):
+def test_char_offsets_hypothesis(bpe, bpe_hf, text):
+    for tok in (bpe, bpe_hf):
         for allowed in (frozenset(), "all"):
             ids, offs = tok.encode_with_offsets(text, allowed_special=allowed)
             assert ids == tok.encode(text, allowed_special=allowed)
@@ -123,9 +124,9 @@ def test_char_offsets_hypothesis(o200k, qwen, text):
 @settings(max_examples=150, deadline=None)
 @given(data=st.binary(max_size=60) | TEXTS.map(lambda t: t.encode("utf-8")[1:]),
        junk=st.binary(max_size=4))
-def test_byte_offsets_hypothesis(o200k, qwen, data, junk):
+def test_byte_offsets_hypothesis(bpe, bpe_hf, data, junk):
     data = data + junk  # invalid UTF-8 anywhere, truncated characters at the ends
-    for tok in (o200k, qwen):
+    for tok in (bpe, bpe_hf):
         ids, offs = tok.encode_bytes_with_offsets(data)
         assert ids == tok.encode_bytes(data)
         assert [data[s:e] for s, e in offs] == [tok.id_to_token(i) for i in ids]
@@ -145,23 +146,23 @@ def test_token_inside_a_character_gets_the_whole_character():
     assert offs == [(0, 2), (2, 4), (4, 6), (6, 7), (7, 8), (8, 9), (9, 10)]
 
 
-def test_offsets_bad_input(o200k):
+def test_offsets_bad_input(bpe):
     with pytest.raises(TypeError):
-        o200k.encode_with_offsets(b"bytes")  # type: ignore[arg-type]
+        bpe.encode_with_offsets(b"bytes")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        o200k.encode_bytes_with_offsets("text")  # type: ignore[arg-type]
+        bpe.encode_bytes_with_offsets("text")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        o200k.encode_batch_with_offsets("one string")  # type: ignore[arg-type]
+        bpe.encode_batch_with_offsets("one string")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        o200k.encode_batch_with_offsets(["ok", 3])  # type: ignore[list-item]
+        bpe.encode_batch_with_offsets(["ok", 3])  # type: ignore[list-item]
     with pytest.raises(TypeError):
-        o200k.encode_bytes_batch_with_offsets([b"ok", "no"])  # type: ignore[list-item]
+        bpe.encode_bytes_batch_with_offsets([b"ok", "no"])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="surrogate"):
-        o200k.encode_with_offsets("a\ud800b")
+        bpe.encode_with_offsets("a\ud800b")
     with pytest.raises(ValueError, match="surrogate"):
-        o200k.encode_batch_with_offsets(["fine", "a\ud800b"])
+        bpe.encode_batch_with_offsets(["fine", "a\ud800b"])
     with pytest.raises(ValueError):
-        o200k.encode_batch_with_offsets(["x"], num_threads=0)
-    assert o200k.encode_with_offsets("") == ([], [])
-    assert o200k.encode_batch_with_offsets([]) == []
-    assert o200k.encode_bytes_batch_with_offsets([b"\xff"], num_threads=1) == [([o200k.encode_bytes(b"\xff")[0]], [(0, 1)])]
+        bpe.encode_batch_with_offsets(["x"], num_threads=0)
+    assert bpe.encode_with_offsets("") == ([], [])
+    assert bpe.encode_batch_with_offsets([]) == []
+    assert bpe.encode_bytes_batch_with_offsets([b"\xff"], num_threads=1) == [([bpe.encode_bytes(b"\xff")[0]], [(0, 1)])]

@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 import cnfmce
-from conftest import shared_path
+from conftest import fixture_path, shared_path
 
 TIMEOUT = int(os.environ.get("CNFMCE_MP_TIMEOUT", "240"))
 
@@ -38,10 +38,10 @@ def _run(script: str, tmp_path, timeout: int = TIMEOUT) -> str:
     return out
 
 
-def test_pickle_roundtrip(o200k, qwen, tmp_path):
+def test_pickle_roundtrip(bpe, bpe_hf, tmp_path):
     docs = ["hello world <|endoftext|>", "数字 123 😀", "a" * 1000]
-    for tok in (o200k, qwen, o200k.with_options(algorithm="fmm"),
-                qwen.with_options(boundary_penalty=0.3, token_preference=False)):
+    for tok in (bpe, bpe_hf, bpe.with_options(algorithm="fmm"),
+                bpe_hf.with_options(boundary_penalty=0.3, token_preference=False)):
         back = pickle.loads(pickle.dumps(tok))
         assert back.options == tok.options and back.special_tokens == tok.special_tokens
         assert back.vocab_size == tok.vocab_size
@@ -61,20 +61,20 @@ def test_pickle_roundtrip(o200k, qwen, tmp_path):
     assert back.metadata["note"] == "kept"
 
 
-def test_pickle_transformers_tokenizer(o200k):
+def test_pickle_transformers_tokenizer(bpe):
     pytest.importorskip("transformers")
-    hf = o200k.to_transformers(eos_token="<|endoftext|>", pad_token="<|pad|>", add_eos_token=True)
+    hf = bpe.to_transformers(eos_token="<|endoftext|>", pad_token="<|pad|>", add_eos_token=True)
     back = pickle.loads(pickle.dumps(hf))
     texts = ["hello world", "ab"]
     assert back(texts, padding=True)["input_ids"] == hf(texts, padding=True)["input_ids"]
-    assert back.convert_ids_to_tokens(back("hello")["input_ids"]) == ["hello", "<|endoftext|>"]
+    assert back.convert_ids_to_tokens(back("the")["input_ids"]) == ["the", "<|endoftext|>"]
 
 
 _SETUP = """
 import gzip, json, multiprocessing as mp, sys
 import cnfmce
 docs = [json.loads(l)["text"] for l in gzip.open({corpus!r}, "rt", encoding="utf-8")][:120]
-tok = cnfmce.Tokenizer.from_tiktoken({vocab!r}, special_tokens={{"<|endoftext|>": 199999}})
+tok = cnfmce.Tokenizer.from_tiktoken({vocab!r}, special_tokens={{"<|endoftext|>": 8192}})
 want = [tok.encode(d) for d in docs]
 
 def work(args):
@@ -87,8 +87,8 @@ def work_global(chunk):
 
 
 def _setup():
-    return _SETUP.format(corpus=str(shared_path("corpora", "en", "test.jsonl.gz")),
-                         vocab=str(shared_path("vocabs", "o200k_base.tiktoken")))
+    return _SETUP.format(corpus=str(fixture_path("corpora", "en", "train.jsonl.gz")),
+                         vocab=str(fixture_path("vocabs", "bpe8k.tiktoken")))
 
 
 def test_multiprocessing_spawn(tmp_path):
@@ -133,7 +133,7 @@ if __name__ == "__main__":
     hf = tok.to_transformers(eos_token="<|endoftext|>", add_eos_token=True)
     mapped = ds.map(lambda b: hf(b["text"]), batched=True, batch_size=16, num_proc=2,
                     remove_columns=["text"])
-    assert mapped["input_ids"] == [w + [199999] for w in want]
+    assert mapped["input_ids"] == [w + [8192] for w in want]
     assert mapped["attention_mask"] == [[1] * (len(w) + 1) for w in want]
     print("ok")
 """, tmp_path)

@@ -23,7 +23,7 @@ import cnfmce
 from cnfmce.cli import main as cli_main
 from cnfmce.shards import ShardsError, parse_size, read_manifest
 
-from conftest import SHARED, ctrl_c_as_in_a_terminal, shared_path
+from conftest import SHARED, ctrl_c_as_in_a_terminal, fixture_path, shared_path
 
 EOT = "<|endoftext|>"
 WORDS = [b" the", b"the", b" and", b" of", b" to", b"ing", b"tion", b" in", b" is", b"er", b"es",
@@ -50,7 +50,8 @@ def tok32() -> cnfmce.Tokenizer:
 
 
 def shared_docs(category: str, n: int) -> List[str]:
-    path = shared_path("corpora", category, "test.jsonl.gz")
+    """The first n documents of a fixture corpus (tests/fixtures/corpora)."""
+    path = fixture_path("corpora", category, "train.jsonl.gz")
     out = []
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         for line in fh:
@@ -450,7 +451,7 @@ def _run_until(cmd: List[str], out: Path, shards: int, sig: int) -> Tuple[int, s
 def test_ctrl_c_then_kill_then_resume_is_byte_identical(tmp_path):
     """A real `cnfmce tokenize` process interrupted with SIGINT (Ctrl-C), resumed and killed
     with SIGKILL, then resumed to the end: the same bytes as one uninterrupted run."""
-    inputs = [os.fspath(shared_path("corpora", c, "test.jsonl.gz")) for c in ("en",)]
+    inputs = [os.fspath(fixture_path("corpora", c, "train.jsonl.gz")) for c in ("en", "code", "multi", "zh")]
     tokfile = tmp_path / "tok.json"
     small_tok().save(tokfile)
     args = ["-t", os.fspath(tokfile), "--format", "llmc", "--shard-size", "64KB", "--threads", "1",

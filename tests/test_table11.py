@@ -69,6 +69,7 @@ def test_table11_fmm(qwen_fmm, text, fmm, mce):
     assert _pieces(qwen_fmm, _text(text)) == _split(fmm)
 
 
+@pytest.mark.shared
 def test_table11_rows_are_the_papers():
     """The rows above are transcribed from the paper's text (’ read as ')."""
     paper = shared_path("paper", "cnf-mce-paper.txt").read_text(encoding="utf-8")

@@ -213,14 +213,15 @@ def test_demo():
 def test_keyboard_interrupt(tmp_path, command):
     """SIGINT during training: a prompt non-zero exit, no output, no temporary directory."""
     big = tmp_path / "big.jsonl"
-    n = 0
-    with gzip.open(shared_corpus("en"), "rb") as f, \
-            open(big, "wb") as o:
-        for line in f:
+    docs = [json.loads(line)["text"] for c in ("en", "code", "multi", "zh")
+            for line in gzip.open(shared_corpus(c), "rt", encoding="utf-8")]
+    n = k = 0
+    with open(big, "w", encoding="utf-8") as o:  # the fixture corpora, numbered copies, > 5 MB
+        while n <= 5_000_000:
+            line = json.dumps({"text": f"copy {k // len(docs)}\n" + docs[k % len(docs)]}, ensure_ascii=False) + "\n"
             o.write(line)
-            n += len(line)
-            if n > 5_000_000:
-                break
+            n += len(line.encode("utf-8"))
+            k += 1
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     out = tmp_path / ("tok.json" if command == "train" else "counts.tsv")

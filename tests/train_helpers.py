@@ -264,16 +264,20 @@ def random_rounds(rng: random.Random, max_len: int = 14, max_thr: int = 4,
     return rounds
 
 
+FIXTURE_CATEGORIES = ("code", "en", "multi", "zh")
+
+
 def shared_corpus(name: str = "en", split: str = "train") -> Path:
-    p = SHARED / "corpora" / name / f"{split}.jsonl.gz"
-    if not p.exists():
-        pytest.skip(f"shared corpus not found: {p} (set CNFMCE_SHARED to the shared directory)")
+    """A corpus of the fixtures (tests/fixtures/corpora: en, code, zh, multi; a few hundred kB of
+    real text each, see its NOTICE.md), in the shared corpora's format."""
+    p = REPO / "tests" / "fixtures" / "corpora" / name / f"{split}.jsonl.gz"
+    assert p.exists(), f"test fixture missing: {p} (categories: {FIXTURE_CATEGORIES})"
     return p
 
 
 def read_shared_docs(name: str = "en", split: str = "train", max_bytes: int = 1 << 20,
                      max_doc_bytes: Optional[int] = None) -> List[str]:
-    """Documents from a shared corpus, in file order, until max_bytes (UTF-8) are collected."""
+    """Documents from a fixture corpus (:func:`shared_corpus`), in file order, until max_bytes (UTF-8) are collected."""
     out = []
     total = 0
     with gzip.open(shared_corpus(name, split), "rt", encoding="utf-8") as fh:

@@ -381,7 +381,8 @@ _TIKTOKEN_PATCH = threading.Lock()
 def _tiktoken_encoding(name: str, path: Optional[Path]) -> Any:
     """tiktoken's definition of the encoding ``name`` (regex and special tokens), with the ranks
     read from ``path`` when given (no download), else ``tiktoken.get_encoding(name)``."""
-    import tiktoken
+    from ._extras import require
+    tiktoken = require("tiktoken", f"the tiktoken baseline tiktoken:{name}")
     if path is None:
         try:
             return tiktoken.get_encoding(name)
@@ -454,14 +455,16 @@ def _load_cnfmce(path: Path, algorithm: Optional[str]) -> Any:
 
 
 def _hf_from_file(path: Path) -> Any:
-    from tokenizers import Tokenizer as _HFTokenizer
+    from ._extras import require
+    _HFTokenizer = require("tokenizers", "the Hugging Face baseline hf:PATH").Tokenizer
 
     from .formats import read_bytes
     return _HFTokenizer.from_str(read_bytes(path).decode("utf-8"))
 
 
 def _sp_from_file(path: Path) -> Any:
-    import sentencepiece as spm
+    from ._extras import require
+    spm = require("sentencepiece", "the sentencepiece baseline sp:PATH")
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
     return spm.SentencePieceProcessor(model_file=str(path))

@@ -231,8 +231,8 @@ def _parquet_counts_chunks(p: str, chars: Dict[bytes, int], infos: List[Dict[str
     """(tokens, counts) chunks of parquet counts (the layout of :func:`load_counts`), checked;
     each file is opened once, its header (schema metadata ``cnfmce``) appended to ``infos`` and
     its characters added to ``chars`` before its rows are read."""
-    import pyarrow as pa
     pq = _pq()
+    import pyarrow as pa
     for f in _parquet_files(p):
         try:
             pf = pq.ParquetFile(f)

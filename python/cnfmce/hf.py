@@ -37,9 +37,12 @@ character) have a string too and ``convert_tokens_to_ids`` maps it back. For a v
 :meth:`cnfmce.Tokenizer.from_hf` these are exactly the strings of the ``tokenizer.json``. Special
 tokens are shown as their text. :meth:`CnfmceTokenizer.token_bytes` gives the raw bytes.
 
-Sizes. ``vocab_size`` is the number of regular tokens; ``len(tok)`` is one past the largest id,
-special tokens included (:attr:`cnfmce.Tokenizer.n_vocab`), so ``model.resize_token_embeddings(
-len(tok))`` always has a row for every id.
+Sizes. ``vocab_size`` is the number of regular tokens, special tokens *not* included, as in
+``transformers``; ``len(tok)`` is one past the largest id, special tokens included
+(:attr:`cnfmce.Tokenizer.n_vocab`), so ``model.resize_token_embeddings(len(tok))`` always has a row
+for every id. This differs from :attr:`cnfmce.Tokenizer.vocab_size`, which counts special tokens
+too: a cnfmce tokenizer trained with ``vocab_size=32_000`` and one special token has
+``vocab_size`` 32,000, and its wrapper ``vocab_size`` 31,999 and ``len()`` 32,000.
 
 Sequences. ``add_special_tokens=True`` (the default of ``__call__``) puts ``bos_token`` before and
 ``eos_token`` after each sequence when ``add_bos_token`` / ``add_eos_token`` are set (both off by
@@ -281,12 +284,20 @@ class CnfmceTokenizer(PreTrainedTokenizer):
 
     @property
     def vocab_size(self) -> int:
-        """Number of regular (non-special) tokens."""
+        """Number of regular (non-special) tokens, as in ``transformers`` (``len(tok)`` counts every
+        id; :attr:`cnfmce.Tokenizer.vocab_size` counts the special tokens too)."""
         return self._tok._core.num_regular
 
     def __len__(self) -> int:
         """One past the largest id, special tokens included (the embedding rows a model needs)."""
         return self._tok.n_vocab
+
+    def apply_chat_template(self, *args: Any, **kwargs: Any) -> Any:
+        """``transformers``' ``apply_chat_template``; without jinja2 (which renders the templates)
+        an ImportError that names the extra to install."""
+        from ._extras import require
+        require("jinja2", "apply_chat_template (chat templates)")
+        return super().apply_chat_template(*args, **kwargs)
 
     def _update_total_vocab_size(self) -> None:
         self.total_vocab_size = self._tok.n_vocab

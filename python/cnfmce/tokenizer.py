@@ -520,7 +520,11 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
-        """Number of ids in use, special tokens included (also ``len(tok)``)."""
+        """Number of ids in use, **special tokens included** (also ``len(tok)``): a tokenizer
+        trained with ``vocab_size=32_000`` has 32,000, whatever its special tokens. (The
+        ``transformers`` wrapper, :meth:`to_transformers`, counts as ``transformers`` does: its
+        ``vocab_size`` is the regular tokens only, its ``len()`` every id.) :attr:`n_vocab` is
+        one past the largest id."""
         return self._core.num_ids
 
     def __len__(self) -> int:
