@@ -373,7 +373,7 @@ pub struct Encoder {
     costs: Costs,
     /// Solved short pieces, shared by every thread that encodes with this encoder (made with
     /// the first short piece; see [`PieceCache`]).
-    cache: std::sync::OnceLock<PieceCache>,
+    cache: crate::once_box::OnceBox<PieceCache>,
 }
 
 /// A piece found by `Encoder::next_piece`: `text[p..q]`, and for a short one its cache key
@@ -894,7 +894,7 @@ impl Encoder {
 
     fn shared(vocab: Arc<Vocab>, options: Options) -> Self {
         let costs = Costs::new(options.boundary_penalty, options.token_preference);
-        Encoder { vocab, options, costs, cache: std::sync::OnceLock::new() }
+        Encoder { vocab, options, costs, cache: crate::once_box::OnceBox::new() }
     }
 
     /// The same vocabulary (and automaton, shared, not copied) with other options: only the
