@@ -53,6 +53,8 @@ import threading
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
+from .errors import require
+
 __all__ = [
     "Encoder", "CnfmceEncoder", "TiktokenEncoder", "HFEncoder", "SentencePieceEncoder",
     "as_encoder", "load_encoder", "EncoderSpec",
@@ -381,7 +383,7 @@ _TIKTOKEN_PATCH = threading.Lock()
 def _tiktoken_encoding(name: str, path: Optional[Path]) -> Any:
     """tiktoken's definition of the encoding ``name`` (regex and special tokens), with the ranks
     read from ``path`` when given (no download), else ``tiktoken.get_encoding(name)``."""
-    import tiktoken
+    tiktoken = require("tiktoken", "eval", f"tiktoken:{name}")
     if path is None:
         try:
             return tiktoken.get_encoding(name)
@@ -453,17 +455,25 @@ def _load_cnfmce(path: Path, algorithm: Optional[str]) -> Any:
     return Tokenizer.load(path, **opts)
 
 
+def _tokenizer_file(path: Path) -> None:
+    """A named tokenizer file must exist (checked before the optional package is needed)."""
+    if not path.exists():
+        raise FileNotFoundError(f"no such tokenizer file: {path}")
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not a tokenizer file")
+
+
 def _hf_from_file(path: Path) -> Any:
-    from tokenizers import Tokenizer as _HFTokenizer
+    _tokenizer_file(path)
+    _HFTokenizer = require("tokenizers", "eval", f"hf:{path}").Tokenizer
 
     from .formats import read_bytes
     return _HFTokenizer.from_str(read_bytes(path).decode("utf-8"))
 
 
 def _sp_from_file(path: Path) -> Any:
-    import sentencepiece as spm
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
+    _tokenizer_file(path)
+    spm = require("sentencepiece", "eval", f"sp:{path}")
     return spm.SentencePieceProcessor(model_file=str(path))
 
 
@@ -500,6 +510,9 @@ def load_encoder(spec: EncoderSpec, *, name: Optional[str] = None,
     if sep and prefix in ("tiktoken", "hf", "sp", "sentencepiece", "mce", "fmm", "cnfmce") and rest:
         if prefix == "tiktoken":
             p = Path(rest)
+            if not p.exists() and (os.sep in rest or "/" in rest or rest.lower().endswith(
+                    (".tiktoken", ".tiktoken.gz"))):  # a path, not an encoding's name
+                raise FileNotFoundError(f"no such tokenizer file: {rest}")
             if p.is_file():
                 enc_name = _strip_ext(p.name)
                 return TiktokenEncoder(_tiktoken_encoding(enc_name, p), name or f"tiktoken:{enc_name}")

@@ -323,7 +323,18 @@ pub(crate) fn read_round(item: &Bound<'_, PyAny>) -> PyResult<crate::Round> {
         if x.is_instance_of::<pyo3::types::PyBool>() {
             return Err(shape());
         }
-        x.extract::<i64>().map_err(|_| shape())
+        x.extract::<i64>().map_err(|e| {
+            if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(x.py()) {
+                // an int, of the right shape, beyond any valid value: a ValueError naming it
+                let shown = |y: &Bound<'_, PyAny>| y.repr().map(|r| r.to_string()).unwrap_or_default();
+                PyValueError::new_err(format!(
+                    "bad round ({}, {}, {}): need 1 <= min <= max and 0 <= threshold < 2**63 (rounds)",
+                    shown(a), shown(b), shown(t)
+                ))
+            } else {
+                shape()
+            }
+        })
     };
     let (a, b, t) = (int(a)?, int(b)?, int(t)?);
     match (usize::try_from(a), usize::try_from(b), u64::try_from(t)) {
