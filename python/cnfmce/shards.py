@@ -1081,11 +1081,12 @@ class _Bar:
         self.bar.set_postfix_str(f"{docs:,} docs, {tokens:,} tokens, "
                                  f"{(text - self.text0) / dt / 1e6:.1f} MB/s text", refresh=False)
 
-    def close(self, failed: bool = False) -> None:
-        """Ends the bar; after a failure it is cleared, so the error message that follows is
-        not preceded by a stale progress line."""
-        if failed:
-            self.bar.leave = False
+    def fail(self) -> None:
+        """The run failed: :meth:`close` then clears the bar, so that the error message that
+        follows is not preceded by a stale progress line."""
+        self.bar.leave = False
+
+    def close(self) -> None:
         self.bar.close()
 
 
@@ -1252,7 +1253,9 @@ def _tokenize_locked(tok: Any, out: str, format: str, dt: np.dtype, size: int, f
         failed = False
     finally:
         if bar is not None:
-            bar.close(failed)
+            if failed:
+                bar.fail()
+            bar.close()
     manifest["complete"] = True
     _write_manifest(out, manifest)
     if progress:
