@@ -182,6 +182,47 @@ def test_fork_during_the_first_numpy_import_does_not_hang(tmp_path):
     assert r.stdout.strip() == "exit 0", (r.stdout, r.stderr[-3000:])
 
 
+def test_fork_while_a_thread_builds_an_encoders_token_table():
+    # cnfmce.adapters.Encoder.token_table was built under a per-encoder lock: a child forked
+    # while another thread built it waited forever for the lock on its first token_table().
+    code = textwrap.dedent("""
+        import os, signal, threading, time
+        from cnfmce.adapters import Encoder
+
+        class Slow(Encoder):
+            def id_bound(self):
+                return 400
+            def token_bytes(self, i):
+                time.sleep(0.002)
+                return bytes([i % 256]) * (1 + i // 256)
+
+        enc = Slow("slow")
+        t = threading.Thread(target=enc.token_table)
+        t.start()
+        time.sleep(0.2)  # the thread is building the table
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if len(enc.token_table()) == 400 else 3)
+        deadline = time.monotonic() + 20
+        while True:
+            r, st = os.waitpid(pid, os.WNOHANG)
+            if r:
+                print("exit", os.WEXITSTATUS(st) if os.WIFEXITED(st) else -1)
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                print("hung")
+                break
+            time.sleep(0.01)
+        t.join()
+    """)
+    r = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "exit 0", (r.stdout, r.stderr[-3000:])
+
+
 # --- 2. the thread cap wherever a thread count enters ---------------------------------------------
 
 def test_tokenize_corpus_caps_num_threads(tmp_path, monkeypatch):
@@ -404,10 +445,10 @@ def long_corpus(tmp_path_factory):
     return d
 
 
-def _start_tokenize(src, out, *extra):
+def _start_tokenize(src, out, *extra, shard_size="64KB"):
     return subprocess.Popen([sys.executable, "-m", "cnfmce.cli", "tokenize", "-t",
                              str(src / "tok.json"), "-o", str(out), "--format", "megatron",
-                             "--shard-size", "64KB", "--threads", "1", *extra,
+                             "--shard-size", shard_size, "--threads", "1", *extra,
                              str(src / "big.jsonl")], env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
 
@@ -427,9 +468,11 @@ def _wait_for_shards(p, out, n=3, timeout=60):
 
 def test_sigterm_during_tokenize_leaves_complete_shards_only(tmp_path, long_corpus):
     out = tmp_path / "o"
-    p = _start_tokenize(long_corpus, out, "--quiet")
+    # shards of 2 MB: one is being written (as a hidden temporary file) nearly all the time
+    p = _start_tokenize(long_corpus, out, "--quiet", shard_size="2MB")
     try:
-        _wait_for_shards(p, out)
+        _wait_for_shards(p, out, n=1)
+        time.sleep(0.2)
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=60)
     finally:
@@ -444,7 +487,8 @@ def test_sigterm_during_tokenize_leaves_complete_shards_only(tmp_path, long_corp
     assert len(shards) == 2 * len(m["shards"]), (names, m["shards"])  # .bin + .idx each
     # and --resume finishes the run
     r = cli("tokenize", "-t", long_corpus / "tok.json", "-o", out, "--format", "megatron",
-            "--shard-size", "64KB", "--quiet", "--resume", long_corpus / "big.jsonl", timeout=300)
+            "--shard-size", "2MB", "--threads", "1", "--quiet", "--resume", long_corpus / "big.jsonl",
+            timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads((out / "manifest.json").read_text())["complete"]
 

@@ -78,7 +78,6 @@ class Encoder:
     def __init__(self, name: str) -> None:
         self.name = name
         self._table: Optional[List[Optional[bytes]]] = None
-        self._lock = threading.Lock()
 
     def encode(self, text: str) -> List[int]:
         """Token ids of ``text`` (no special tokens added)."""
@@ -107,12 +106,12 @@ class Encoder:
 
     def token_table(self) -> List[Optional[bytes]]:
         """``table[i]`` is :meth:`token_bytes` of ``i``, or None where ``i`` is not an id;
-        built once and cached."""
-        if self._table is None:
-            with self._lock:
-                if self._table is None:
-                    self._table = self._build_table()
-        return self._table
+        built once and cached (without a lock: a process forked while another thread held one
+        would wait for it forever; two threads may both build it, one table is kept)."""
+        table = self._table
+        if table is None:
+            table = self._table = self._build_table()
+        return table
 
     def _build_table(self) -> List[Optional[bytes]]:
         table: List[Optional[bytes]] = []
@@ -378,6 +377,9 @@ def as_encoder(obj: Any, name: Optional[str] = None) -> Encoder:
 
 
 _TIKTOKEN_PATCH = threading.Lock()
+if hasattr(os, "register_at_fork"):  # a fork waits for the patch to end (a child never inherits it held)
+    os.register_at_fork(before=_TIKTOKEN_PATCH.acquire, after_in_parent=_TIKTOKEN_PATCH.release,
+                        after_in_child=_TIKTOKEN_PATCH.release)
 
 
 def _tiktoken_encoding(name: str, path: Optional[Path]) -> Any:
