@@ -36,6 +36,16 @@ impl<T> OnceBox<T> {
         self.publish(Box::new(make()))
     }
 
+    /// Publishes `value` when the cell is empty; else gives it back.
+    pub(crate) fn set(&self, value: T) -> Result<(), T> {
+        let mine = Box::into_raw(Box::new(value));
+        match self.ptr.compare_exchange(std::ptr::null_mut(), mine, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => Ok(()),
+            // SAFETY: `mine` was never shared.
+            Err(_) => Err(*unsafe { Box::from_raw(mine) }),
+        }
+    }
+
     #[cold]
     fn publish(&self, mine: Box<T>) -> &T {
         let mine = Box::into_raw(mine);
@@ -122,5 +132,9 @@ mod tests {
         assert!(cell.get().is_none());
         assert_eq!(*cell.get_or_init(|| 7), 7);
         assert_eq!(*cell.get_or_init(|| 8), 7);
+        assert_eq!(cell.set(9), Err(9));
+        let other: OnceBox<u32> = OnceBox::new();
+        assert_eq!(other.set(5), Ok(()));
+        assert_eq!(other.get(), Some(&5));
     }
 }
