@@ -37,6 +37,7 @@ impl<T> OnceBox<T> {
     }
 
     /// Publishes `value` when the cell is empty; else gives it back.
+    #[cfg(test)]
     pub(crate) fn set(&self, value: T) -> Result<(), T> {
         let mine = Box::into_raw(Box::new(value));
         match self.ptr.compare_exchange(std::ptr::null_mut(), mine, Ordering::AcqRel, Ordering::Acquire) {
