@@ -632,3 +632,13 @@ def test_no_stale_progress_line_before_an_error(tmp_path):
     visible = _visible_lines(err)
     assert visible[-1].startswith("cnfmce: error:") and "c.jsonl:20001" in visible[-1], visible
     assert not any(v.startswith("tokenize:") for v in visible), visible
+
+
+def test_no_stale_progress_line_before_a_training_error(tmp_path):
+    good = [json.dumps({"text": f"document {k} " * 20}) for k in range(30000)]
+    (tmp_path / "c.jsonl").write_text("\n".join(good) + "\n{not json\n")
+    r = cli("train", "-o", "t.json", "--vocab-size", "300", "c.jsonl", cwd=tmp_path)
+    err = r.stderr.decode()
+    assert r.returncode == 1, err
+    visible = _visible_lines(err)
+    assert len(visible) == 1 and visible[0].startswith("cnfmce: error: c.jsonl:30001:"), visible

@@ -10,7 +10,7 @@
     cnfmce eval TOKENIZER... --corpus FILE... # metrics table (see cnfmce.evaluation)
     cnfmce tokenize -t TOKENIZER -o OUTDIR --format megatron|llmc|npy [--eos TOKEN] [--bos TOKEN]
                     [--field text] [--shard-size 1GB] [--threads N] [--resume] INPUT...
-    cnfmce show -t TOKENIZER [-t TOKENIZER ...] [--no-color] [--ids] (TEXT | --file F)
+    cnfmce show -t TOKENIZER [-t TOKENIZER ...] [--color | --no-color] [--ids] (TEXT | --file F)
     cnfmce view -t TOKENIZER [-t TOKENIZER ...] -o PAGE.html (--text TEXT | --file F)
     cnfmce --version
 
