@@ -531,8 +531,15 @@ class _Pipeline:
             except UnicodeEncodeError as e:
                 fi, n = b.end_after(j)
                 inputs = self.manifest.get("inputs")
-                where = (f"{inputs[fi]['path']}: document {n}" if inputs
-                         else f"document {n - 1}")
+                if not inputs:
+                    return _surrogate_error(f"document {n - 1}", t, e)
+                # its line (or row) in the file, as the readers name places: read again up to it
+                from .corpus import describe_location, iter_file_numbered
+                path, where = inputs[fi]["path"], f"{inputs[fi]['path']}: document {n}"
+                for k, (_, line) in enumerate(iter_file_numbered(path, self.manifest["field"]), 1):
+                    if k == n:
+                        where = describe_location(path, line)
+                        break
                 return _surrogate_error(where, t, e)
         return ValueError("a batch the encoder refused")  # pragma: no cover
 
