@@ -41,6 +41,7 @@ mod error;
 mod filter;
 mod mce;
 mod mem;
+mod once_box;
 mod options;
 mod piece_cache;
 mod probe;

@@ -375,7 +375,7 @@ pub struct Encoder {
     costs: Costs,
     /// Solved short pieces, shared by every thread that encodes with this encoder (made with
     /// the first short piece; see [`PieceCache`]).
-    pub(crate) cache: std::sync::OnceLock<PieceCache>,
+    pub(crate) cache: crate::once_box::OnceBox<PieceCache>,
 }
 
 /// Pieces looked up ahead of their turn. Larger batches let more of the pieces missing from
@@ -475,7 +475,7 @@ impl Encoder {
 
     fn shared(vocab: Arc<Vocab>, options: Options) -> Self {
         let costs = Costs::new(options.boundary_penalty, options.token_preference);
-        Encoder { vocab, options, costs, cache: std::sync::OnceLock::new() }
+        Encoder { vocab, options, costs, cache: crate::once_box::OnceBox::new() }
     }
 
     /// The same vocabulary (and automaton, shared, not copied) with other options: only the

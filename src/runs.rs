@@ -99,8 +99,18 @@ const GUESSES: usize = 2;
 
 /// Whether the shortcut is on (`CNFMCE_RUN_SHORTCUT=0` turns it off; read once).
 pub fn enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("CNFMCE_RUN_SHORTCUT").map_or(true, |v| v.trim() != "0"))
+    // 0: not read yet, 1: off, 2: on (an atomic, not a OnceLock: a process forked while another
+    // thread reads it must not wait for that thread)
+    use std::sync::atomic::{AtomicU8, Ordering};
+    static ON: AtomicU8 = AtomicU8::new(0);
+    match ON.load(Ordering::Relaxed) {
+        0 => {
+            let on = std::env::var("CNFMCE_RUN_SHORTCUT").map_or(true, |v| v.trim() != "0");
+            ON.store(1 + on as u8, Ordering::Relaxed);
+            on
+        }
+        v => v == 2,
+    }
 }
 
 /// The shortest interior handed to [`solve`] for a vocabulary whose longest token is `w`.

@@ -10,7 +10,6 @@
 //! byte `i` is the last byte of its unit exactly when byte `i + 1` starts a unit (or `i` is the
 //! last byte).
 
-use std::sync::OnceLock;
 use unicode_general_category::{get_general_category, GeneralCategory as Gc};
 use unicode_script::{Script, UnicodeScript};
 
@@ -36,9 +35,10 @@ pub fn char_joins_slow(c: char) -> bool {
 
 /// Bit table of `char_joins_slow` over the Basic Multilingual Plane (8 KiB), built on first use.
 fn bmp_table() -> &'static [u64; 1024] {
-    static TABLE: OnceLock<Box<[u64; 1024]>> = OnceLock::new();
+    // a OnceBox, not a OnceLock: a process forked while another thread builds it must not wait
+    static TABLE: crate::once_box::OnceBox<[u64; 1024]> = crate::once_box::OnceBox::new();
     TABLE.get_or_init(|| {
-        let mut t = Box::new([0u64; 1024]);
+        let mut t = [0u64; 1024];
         for cp in 0u32..0x10000 {
             if let Some(c) = char::from_u32(cp) {
                 if char_joins_slow(c) {

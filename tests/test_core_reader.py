@@ -270,11 +270,11 @@ def test_bad_lines_give_the_python_errors(tok, tmp_path, monkeypatch):
             p.write_bytes(gzip.compress(data) if suffix.endswith(".gz") else data)
             e = _same_error(tok, [p], tmp_path, monkeypatch)
             assert isinstance(e, CorpusError) and f"{p}:71:" in str(e), e
-    # a lone surrogate in the field: the encoder's ValueError, as before
+    # a lone surrogate in the field: a CorpusError (a ValueError) naming the file and line
     p = tmp_path / "lone.jsonl"
     p.write_bytes(_jsonl(DOCS[:3]) + b'{"text": "a\\ud800b"}\n')
     e = _same_error(tok, [p], tmp_path, monkeypatch)
-    assert isinstance(e, ValueError) and "lone surrogates" in str(e)
+    assert isinstance(e, CorpusError) and str(e).startswith(f"{p}:4: ") and "lone surrogate" in str(e)
 
 
 def test_corrupt_and_truncated_gzip(tok, tmp_path, monkeypatch):

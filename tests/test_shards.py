@@ -225,11 +225,16 @@ def test_dtype_boundary_65536(tmp_path):
         m = cnfmce.tokenize_corpus(tok, docs, tmp_path / str(sid), format="npy")
         assert m["dtype"] == want
         assert read_npy(shard_stems(tmp_path / str(sid))[0])[1] == expected(tok, docs, eos=sid)
-    # an explicit eos id past the vocabulary counts too
-    tok = cnfmce.Tokenizer.from_tokens(toks)
+    # an explicit eos id counts too (the id of a special token; an id the tokenizer does not
+    # have is refused before anything is written)
+    tok = cnfmce.Tokenizer.from_tokens(toks, special_tokens={"<|x|>": 100_000})
     m = cnfmce.tokenize_corpus(tok, docs, tmp_path / "e", format="llmc", eos=100_000)
-    assert m["dtype"] == "uint32" and m["eos_token"] is None
+    assert m["dtype"] == "uint32" and m["eos_token"] == "<|x|>"
     assert read_llmc(tmp_path / "e" / "shard_000000.bin")[3] == [97, 98, 99, 100_000, 100, 100_000]
+    with pytest.raises(ValueError, match="eos id 100000 is not an id of this tokenizer"):
+        cnfmce.tokenize_corpus(cnfmce.Tokenizer.from_tokens(toks), docs, tmp_path / "f",
+                               format="llmc", eos=100_000)
+    assert not (tmp_path / "f").exists()
 
 
 # --- eos / bos ------------------------------------------------------------------------------------
@@ -550,7 +555,7 @@ def test_vocabulary_too_large_for_the_format(tok32, tmp_path):
     with pytest.raises(ShardsError, match="too many for uint16"):
         cnfmce.tokenize_corpus(tok32, ["a"], tmp_path / "o", format="llmc", dtype="uint16")
     with pytest.raises(ShardsError, match="int32"):
-        cnfmce.tokenize_corpus(small_tok(), ["a"], tmp_path / "o", format="megatron", eos=2**31)
+        cnfmce.tokenize_corpus(small_tok(2**31), ["a"], tmp_path / "o", format="megatron", eos=2**31)
     assert not (tmp_path / "o").exists()
 
 
@@ -618,7 +623,8 @@ def test_cli_tokenize(corpus, tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"tokenized {len(docs)} documents" in err and "megatron shard" in err and "MB/s" in err
     assert read_docs(out, "megatron") == expected(small_tok(), docs, eos=EOS16, bos=1)
-    rc = cli_main(["tokenize", "-t", os.fspath(tokfile), "-o", os.fspath(tmp_path / "o2"),
+    small_tok(70_000).save(tmp_path / "tok32.json")
+    rc = cli_main(["tokenize", "-t", os.fspath(tmp_path / "tok32.json"), "-o", os.fspath(tmp_path / "o2"),
                    "--format", "llmc", "--dtype", "uint16", "--eos", "70000", os.fspath(paths[0])])
     assert rc == 1 and "too many for uint16" in capsys.readouterr().err
 

@@ -58,7 +58,7 @@ def test_show_plain(tiny, capsys):
 
 
 def test_show_ansi(tiny, capsys):
-    out = run_cli(["show", "-t", f"fmm:{tiny}", "--ids", "is ancient.\nx"], capsys)
+    out = run_cli(["show", "-t", f"fmm:{tiny}", "--color", "--ids", "is ancient.\nx"], capsys)
     c = [f"\x1b[30;48;5;{b}" for b in TERMINAL_BACKGROUNDS]
     r = "\x1b[0m"
     assert out == (

@@ -14,6 +14,28 @@ module that defines the metrics). ``cnfmce.evaluate`` was once the module's name
 
 import sys as _sys
 
+
+def _quiet_interrupt_in_the_command() -> None:
+    """In the ``cnfmce`` command only (its console script, or ``python -m cnfmce.cli``): Ctrl-C
+    while the package is still being imported (before the command's own handler runs) ends the
+    command with one line instead of a traceback (the exit status stays the one of SIGINT)."""
+    import os
+    argv0 = os.path.basename(_sys.argv[0]) if _sys.argv else ""
+    orig = getattr(_sys, "orig_argv", [])
+    if argv0 not in ("cnfmce", "cnfmce.exe") and not (
+            "-m" in orig and orig[orig.index("-m") + 1:orig.index("-m") + 2] == ["cnfmce.cli"]):
+        return
+    previous = _sys.excepthook
+
+    def hook(kind, value, tb):  # type: ignore[no-untyped-def]
+        if issubclass(kind, KeyboardInterrupt):
+            print("cnfmce: interrupted", file=_sys.stderr)
+        else:
+            previous(kind, value, tb)
+    _sys.excepthook = hook
+
+
+_quiet_interrupt_in_the_command()
 from . import evaluation
 from ._core import __version__
 from .corpus import Documents

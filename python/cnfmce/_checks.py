@@ -6,23 +6,36 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Tuple
 
+from . import _core
 from .readers import rss_bytes
 
-__all__ = ["check_positive", "check_exponent", "default_memory_limit", "memory_budget"]
+__all__ = ["check_positive", "check_exponent", "short_repr", "default_memory_limit", "memory_budget"]
 
 
 def check_positive(name: str, v: Any) -> int:
     """``v`` when it is a positive int; ``ValueError`` naming ``name`` otherwise."""
     if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
         raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if v >= 2**64:  # the core's sizes are 64-bit (an OverflowError without the name before)
+        raise ValueError(f"{name} must be a positive int below 2**64, got {short_repr(v)}")
     return v
+
+
+def short_repr(v: Any) -> str:
+    """``repr(v)``, shortened when it is very long (a 400-digit int)."""
+    r = repr(v)
+    return r if len(r) <= 40 else f"{r[:20]}...({len(r)} digits)"
 
 
 def check_exponent(name: str, v: Any) -> float:
     """A number for one of the exponents of training (the core checks its range)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise TypeError(f"{name} must be a number, got {type(v).__name__}")
-    return float(v)
+    try:
+        return float(v)
+    except OverflowError:  # an int beyond any float: out of the range the core checks
+        top = _core.MAX_NON_ASCII_EXPONENT if name == "non_ascii_exponent" else _core.MAX_RAW_HAN_EXPONENT
+        raise ValueError(f"{name} must be a number from 0 to {top:g}, got {short_repr(v)}") from None
 
 
 def default_memory_limit() -> int:

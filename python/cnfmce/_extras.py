@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
+
+from .errors import require as _require
 
 # module -> the extra of pyproject.toml that installs it
 EXTRA_OF = {
@@ -15,12 +16,8 @@ EXTRA_OF = {
 
 
 def require(module: str, what: str) -> Any:
-    """``importlib.import_module(module)``; when it is missing, an ImportError saying that
-    ``what`` needs it and which extra to install."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        top = module.split(".")[0]
-        extra = EXTRA_OF.get(top)
-        hint = f'pip install "cnfmce[{extra}]"' if extra else f"pip install {top}"
-        raise ImportError(f"{what} needs {top}: {hint}") from e
+    """``importlib.import_module(module)``; when it is missing, a
+    :class:`cnfmce.errors.MissingPackageError` (an ImportError) saying that ``what`` needs it and
+    which extra to install (:data:`EXTRA_OF`)."""
+    top = module.split(".")[0]
+    return _require(module, EXTRA_OF.get(top, top), what)

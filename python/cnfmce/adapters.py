@@ -53,6 +53,8 @@ import threading
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
+from .errors import require
+
 __all__ = [
     "Encoder", "CnfmceEncoder", "TiktokenEncoder", "HFEncoder", "SentencePieceEncoder",
     "as_encoder", "load_encoder", "EncoderSpec",
@@ -76,7 +78,6 @@ class Encoder:
     def __init__(self, name: str) -> None:
         self.name = name
         self._table: Optional[List[Optional[bytes]]] = None
-        self._lock = threading.Lock()
 
     def encode(self, text: str) -> List[int]:
         """Token ids of ``text`` (no special tokens added)."""
@@ -105,12 +106,12 @@ class Encoder:
 
     def token_table(self) -> List[Optional[bytes]]:
         """``table[i]`` is :meth:`token_bytes` of ``i``, or None where ``i`` is not an id;
-        built once and cached."""
-        if self._table is None:
-            with self._lock:
-                if self._table is None:
-                    self._table = self._build_table()
-        return self._table
+        built once and cached (without a lock: a process forked while another thread held one
+        would wait for it forever; two threads may both build it, one table is kept)."""
+        table = self._table
+        if table is None:
+            table = self._table = self._build_table()
+        return table
 
     def _build_table(self) -> List[Optional[bytes]]:
         table: List[Optional[bytes]] = []
@@ -376,13 +377,15 @@ def as_encoder(obj: Any, name: Optional[str] = None) -> Encoder:
 
 
 _TIKTOKEN_PATCH = threading.Lock()
+if hasattr(os, "register_at_fork"):  # a fork waits for the patch to end (a child never inherits it held)
+    os.register_at_fork(before=_TIKTOKEN_PATCH.acquire, after_in_parent=_TIKTOKEN_PATCH.release,
+                        after_in_child=_TIKTOKEN_PATCH.release)
 
 
 def _tiktoken_encoding(name: str, path: Optional[Path]) -> Any:
     """tiktoken's definition of the encoding ``name`` (regex and special tokens), with the ranks
     read from ``path`` when given (no download), else ``tiktoken.get_encoding(name)``."""
-    from ._extras import require
-    tiktoken = require("tiktoken", f"the tiktoken baseline tiktoken:{name}")
+    tiktoken = require("tiktoken", "eval", f"tiktoken:{name}")
     if path is None:
         try:
             return tiktoken.get_encoding(name)
@@ -454,19 +457,25 @@ def _load_cnfmce(path: Path, algorithm: Optional[str]) -> Any:
     return Tokenizer.load(path, **opts)
 
 
+def _tokenizer_file(path: Path) -> None:
+    """A named tokenizer file must exist (checked before the optional package is needed)."""
+    if not path.exists():
+        raise FileNotFoundError(f"no such tokenizer file: {path}")
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not a tokenizer file")
+
+
 def _hf_from_file(path: Path) -> Any:
-    from ._extras import require
-    _HFTokenizer = require("tokenizers", "the Hugging Face baseline hf:PATH").Tokenizer
+    _tokenizer_file(path)
+    _HFTokenizer = require("tokenizers", "eval", f"hf:{path}").Tokenizer
 
     from .formats import read_bytes
     return _HFTokenizer.from_str(read_bytes(path).decode("utf-8"))
 
 
 def _sp_from_file(path: Path) -> Any:
-    from ._extras import require
-    spm = require("sentencepiece", "the sentencepiece baseline sp:PATH")
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
+    _tokenizer_file(path)
+    spm = require("sentencepiece", "eval", f"sp:{path}")
     return spm.SentencePieceProcessor(model_file=str(path))
 
 
@@ -503,6 +512,9 @@ def load_encoder(spec: EncoderSpec, *, name: Optional[str] = None,
     if sep and prefix in ("tiktoken", "hf", "sp", "sentencepiece", "mce", "fmm", "cnfmce") and rest:
         if prefix == "tiktoken":
             p = Path(rest)
+            if not p.exists() and (os.sep in rest or "/" in rest or rest.lower().endswith(
+                    (".tiktoken", ".tiktoken.gz"))):  # a path, not an encoding's name
+                raise FileNotFoundError(f"no such tokenizer file: {rest}")
             if p.is_file():
                 enc_name = _strip_ext(p.name)
                 return TiktokenEncoder(_tiktoken_encoding(enc_name, p), name or f"tiktoken:{enc_name}")

@@ -10,7 +10,7 @@
     cnfmce eval TOKENIZER... --corpus FILE... # metrics table (see cnfmce.evaluation)
     cnfmce tokenize -t TOKENIZER -o OUTDIR --format megatron|llmc|npy [--eos TOKEN] [--bos TOKEN]
                     [--field text] [--shard-size 1GB] [--threads N] [--resume] INPUT...
-    cnfmce show -t TOKENIZER [-t TOKENIZER ...] [--no-color] [--ids] (TEXT | --file F)
+    cnfmce show -t TOKENIZER [-t TOKENIZER ...] [--color | --no-color] [--ids] (TEXT | --file F)
     cnfmce view -t TOKENIZER [-t TOKENIZER ...] -o PAGE.html (--text TEXT | --file F)
     cnfmce --version
 
@@ -259,10 +259,25 @@ def _segmentations(args: argparse.Namespace, text: str):
     return segs
 
 
+def _use_color(args: argparse.Namespace, stream: Any) -> bool:
+    """Colours with --color; never with --no-color or $NO_COLOR set (no-color.org); else only
+    when ``stream`` is a terminal (no escape codes in a pipe or a file)."""
+    if args.no_color:
+        return False
+    if args.color:
+        return True
+    if os.environ.get("NO_COLOR"):
+        return False
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 def _cmd_show(args: argparse.Namespace) -> int:
     from .viewer import render_terminal
     text = _viewer_input(args, args.text)
-    out = render_terminal(_segmentations(args, text), color=not args.no_color, ids=args.ids)
+    out = render_terminal(_segmentations(args, text), color=_use_color(args, sys.stdout), ids=args.ids)
     sys.stdout.write(out)
     sys.stdout.flush()
     return 0
@@ -307,7 +322,7 @@ def _cmd_tokenize(args: argparse.Namespace) -> int:
         print(f"cnfmce: interrupted; {n} complete shard{'s' if n != 1 else ''} kept in "
               f"{args.output} (listed in {MANIFEST}); run the same command with --resume to "
               "continue", file=sys.stderr)
-        raise
+        return 130  # said once (main would print "interrupted" again)
     if m["eos_id"] is None and not args.no_eos and not args.quiet:
         print("note: no end-of-document token (the tokenizer has no known eos special token); "
               "documents are not separated: pass --eos TOKEN or an id", file=sys.stderr)
@@ -346,7 +361,11 @@ def _add_viewer_parsers(sub) -> None:
     s.add_argument("-t", "--tokenizer", action="append", required=True, metavar="TOKENIZER", help=tok_help)
     s.add_argument("text", nargs="?", default=None, metavar="TEXT", help="the text (or --file)")
     s.add_argument("--file", default=None, metavar="F", help="read the text from this UTF-8 file")
-    s.add_argument("--no-color", action="store_true", help="no ANSI colours: tokens separated by |")
+    s.add_argument("--no-color", action="store_true",
+                   help="no ANSI colours: tokens separated by | (the default when the output is "
+                        "not a terminal or NO_COLOR is set)")
+    s.add_argument("--color", action="store_true",
+                   help="ANSI colours even when the output is not a terminal (e.g. for less -R)")
     s.add_argument("--ids", action="store_true", help="also print the token ids")
     s.set_defaults(func=_cmd_show)
 
@@ -492,7 +511,11 @@ def _silence_stdout() -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()  # imports the subcommands' modules (numpy among them)
+    except KeyboardInterrupt:
+        print("cnfmce: interrupted", file=sys.stderr)
+        return 130
     args = parser.parse_args(_join_negative_values(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

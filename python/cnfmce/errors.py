@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, Type, Union
 
-__all__ = ["CnfmceError", "UnknownIdError", "TokenizerFileError", "CorpusError"]
+__all__ = ["CnfmceError", "UnknownIdError", "TokenizerFileError", "CorpusError",
+           "MissingPackageError"]
 
 
 class CnfmceError(Exception):
@@ -35,6 +36,27 @@ class CorpusError(CnfmceError, ValueError, OSError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "bad corpus input"
+
+
+class MissingPackageError(CnfmceError, ImportError):
+    """An optional package a call needs is not installed; the message names the extra that
+    installs it (``pip install "cnfmce[eval]"``)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "an optional package is missing"
+
+
+def require(module: str, extra: str, what: str) -> Any:
+    """``import module``, or :class:`MissingPackageError` saying that ``what`` needs it and which
+    extra of cnfmce installs it."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        if getattr(e, "name", None) not in (module, module.split(".")[0]):
+            raise  # the package is there but broken: its own error
+        raise MissingPackageError(f"{what} needs the {module.split('.')[0]} package, which is not "
+                                  f"installed: pip install \"cnfmce[{extra}]\"") from None
 
 
 def load_json(data: Union[bytes, str], where: str, error: Type[CnfmceError], what: str = "JSON") -> Any:

@@ -2,10 +2,15 @@
 
 ::
 
-    cnfmce eval -t SPEC [-t SPEC ...] [--max-docs N] [--by-lang] [--compare]
-                [--json PATH] [--csv PATH] [--vocab-dir DIR] CORPUS...
+    cnfmce eval TOKENIZER... --corpus FILE... [--max-docs N] [--by-lang] [--compare]
+                [--json PATH] [--csv PATH] [--vocab-dir DIR] [--quiet]
+    cnfmce eval -t TOKENIZER [-t TOKENIZER ...] [options] FILE...      # the same
 
-Each ``-t`` is a tokenizer spec (:func:`cnfmce.adapters.load_encoder`), optionally labelled
+The two forms are one command: with ``--corpus`` the positional arguments are tokenizers (and
+``-t`` adds more); without it they are the corpus files and the tokenizers come with ``-t``. A
+progress bar on stderr follows the evaluations (``--quiet``: none).
+
+Each tokenizer is a spec (:func:`cnfmce.adapters.load_encoder`), optionally labelled
 ``LABEL=SPEC``:
 
 * a cnfmce tokenizer file (``tok.save``), a ``.tiktoken`` file (cnfmce MCE over its ranks), a
@@ -14,7 +19,7 @@ Each ``-t`` is a tokenizer spec (:func:`cnfmce.adapters.load_encoder`), optional
   when the file is there), ``hf:PATH``, ``sp:PATH``, and ``mce:PATH`` / ``fmm:PATH`` for cnfmce's
   encoders over any vocabulary file.
 
-Each ``CORPUS`` is a ``.jsonl`` / ``.jsonl.gz`` / ``.jsonl.zst`` / ``.txt`` / ``.parquet`` file
+Each corpus ``FILE`` is a ``.jsonl`` / ``.jsonl.gz`` / ``.jsonl.zst`` / ``.txt`` / ``.parquet`` file
 (read with :func:`cnfmce.corpus.iter_documents`), optionally labelled ``LABEL=PATH``; the first
 ``--max-docs`` documents are used. Every metric is defined in :mod:`cnfmce.evaluation`.
 ``--by-lang`` reads the ``"lang"`` field of JSON lines and adds the fairness Gini; ``--compare``
@@ -76,12 +81,22 @@ _TOKENIZER_HELP = ("tokenizer spec, repeatable, optionally LABEL=SPEC: a cnfmce 
                    "sp:PATH, mce:PATH, fmm:PATH")
 
 
+_USAGE = ("%(prog)s TOKENIZER... --corpus FILE... [options]\n"
+          "       %(prog)s -t TOKENIZER [-t TOKENIZER ...] [options] FILE...")
+_CORPUS_HELP = ("documents to evaluate on, optionally LABEL=PATH: .jsonl / .jsonl.gz / .jsonl.zst "
+                "(field \"text\"), .txt (one document per file), .parquet")
+
+
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-t", "--tokenizer", action="append", required=True, metavar="SPEC",
-                   dest="tokenizers", help=_TOKENIZER_HELP)
-    p.add_argument("corpora", nargs="+", metavar="CORPUS",
-                   help="documents to evaluate on, optionally LABEL=PATH: .jsonl / .jsonl.gz / "
-                        ".jsonl.zst (field \"text\"), .txt (one document per file), .parquet")
+    p.add_argument("items", nargs="*", metavar="TOKENIZER|FILE",
+                   help="the tokenizers when --corpus is given (" + _TOKENIZER_HELP + "); else the "
+                        "corpus files")
+    p.add_argument("--corpus", action="extend", nargs="+", default=None, metavar="FILE",
+                   dest="corpus_files", help=_CORPUS_HELP)
+    p.add_argument("-t", "--tokenizer", action="append", default=[], metavar="TOKENIZER",
+                   dest="tokenizers", help="a tokenizer spec (repeatable), as the positional "
+                                           "TOKENIZER; the form without --corpus needs it")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--max-docs", type=int, default=None, metavar="N",
                    help="use the first N documents of each corpus")
     p.add_argument("--by-lang", action="store_true",
@@ -104,7 +119,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Registers ``eval`` on the subparsers of the ``cnfmce`` parser (``func`` is set, as for the
     other subcommands) and returns its parser."""
     p = subparsers.add_parser("eval", help="evaluate tokenizers on corpora (markdown table)",
-                              description=_DESCRIPTION)
+                              description=_DESCRIPTION, usage=_USAGE)
     _add_arguments(p)
     p.set_defaults(func=run_eval)
     return p
@@ -112,7 +127,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def build_eval_parser(prog: str = "cnfmce eval") -> argparse.ArgumentParser:
     """A stand-alone parser for the ``eval`` arguments."""
-    p = argparse.ArgumentParser(prog=prog, description=_DESCRIPTION)
+    p = argparse.ArgumentParser(prog=prog, description=_DESCRIPTION, usage=_USAGE)
     _add_arguments(p)
     return p
 
@@ -204,6 +219,29 @@ def _write_csv(path: str, rows: Sequence[Dict[str, Any]]) -> None:
 
 # --- running --------------------------------------------------------------------------------------
 
+def _split_items(args: argparse.Namespace) -> Tuple[List[str], List[str]]:
+    """(tokenizer specs, corpus specs) of either form of the command (module docstring)."""
+    items = list(getattr(args, "items", None) or [])
+    tokenizers = list(args.tokenizers or [])
+    if getattr(args, "corpus_files", None):
+        tokenizers += items
+        corpora = list(args.corpus_files)
+    else:
+        corpora = items
+    if not tokenizers:
+        raise ValueError("no tokenizer: give TOKENIZER... --corpus FILE... (or -t TOKENIZER FILE...)")
+    if not corpora:
+        raise ValueError("no corpus file: give TOKENIZER... --corpus FILE... (or -t TOKENIZER FILE...)")
+    return tokenizers, corpora
+
+
+def _bar(total: int, quiet: bool) -> Any:
+    """tqdm on stderr over the evaluations (one per tokenizer and corpus, one per compared pair)."""
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc="eval", unit="eval", file=sys.stderr, disable=quiet,
+                dynamic_ncols=True, leave=True)
+
+
 def run_eval(args: argparse.Namespace) -> int:
     """Runs ``cnfmce eval`` on parsed arguments; returns the exit status."""
     from .adapters import load_encoder
@@ -211,31 +249,47 @@ def run_eval(args: argparse.Namespace) -> int:
 
     if args.max_docs is not None and args.max_docs < 0:
         raise ValueError("--max-docs must be >= 0")
+    tokenizer_specs, corpus_specs = _split_items(args)
+    corpora = []
+    for spec in corpus_specs:
+        label, s = _split_label(spec)
+        if not os.path.exists(s):  # before the tokenizers are loaded: a wrong path fails at once
+            raise FileNotFoundError(f"no such corpus file: {s}")
+        corpora.append((label or _corpus_label(s), s))
     encoders = []
-    for spec in args.tokenizers:
+    for spec in tokenizer_specs:
         label, s = _split_label(spec)
         encoders.append(load_encoder(s, name=label, vocab_dir=args.vocab_dir))
-    corpora = []
-    for spec in args.corpora:
-        label, s = _split_label(spec)
-        corpora.append((label or _corpus_label(s), s))
 
     results: List[Dict[str, Any]] = []
     comparisons: List[Dict[str, Any]] = []
-    for label, path in corpora:
-        docs, langs = read_corpus(path, args.max_docs, args.by_lang)
-        encoded: Dict[int, List[List[int]]] = {}
-        for k, enc in enumerate(encoders):
-            ids: Optional[List[List[int]]] = None
-            if args.compare:  # encoded once, kept for the pairwise comparison
-                ids = encoded[k] = enc.encode_batch(docs) if docs else []
-            r = evaluate(enc, docs, langs=langs, gini_unit=args.gini_unit, encodings=ids)
-            results.append({"corpus": label, "corpus_path": path, **r})
-        if args.compare:
-            for i, j in itertools.combinations(range(len(encoders)), 2):
+    pairs = list(itertools.combinations(range(len(encoders)), 2)) if args.compare else []
+    bar = _bar(len(corpora) * (len(encoders) + len(pairs)), getattr(args, "quiet", False))
+    failed = True
+    try:
+        for label, path in corpora:
+            bar.set_description(f"eval {label}: reading")
+            docs, langs = read_corpus(path, args.max_docs, args.by_lang)
+            encoded: Dict[int, List[List[int]]] = {}
+            for k, enc in enumerate(encoders):
+                bar.set_description(f"eval {label}: {enc.name}")
+                ids: Optional[List[List[int]]] = None
+                if args.compare:  # encoded once, kept for the pairwise comparison
+                    ids = encoded[k] = enc.encode_batch(docs) if docs else []
+                r = evaluate(enc, docs, langs=langs, gini_unit=args.gini_unit, encodings=ids)
+                results.append({"corpus": label, "corpus_path": path, **r})
+                bar.update(1)
+            for i, j in pairs:
+                bar.set_description(f"eval {label}: {encoders[i].name} vs {encoders[j].name}")
                 c = compare(encoders[i], encoders[j], docs, encodings_a=encoded[i],
                             encodings_b=encoded[j])
                 comparisons.append({"corpus": label, **c})
+                bar.update(1)
+        failed = False
+    finally:
+        if failed:  # no stale bar line before the error message
+            bar.leave = False
+        bar.close()
 
     columns = COLUMNS + ([GINI_COLUMN] if args.by_lang else [])
     out = [markdown_table(results, columns, [("tokenizer", "tokenizer"), ("corpus", "corpus")])]

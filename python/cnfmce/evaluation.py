@@ -151,7 +151,8 @@ class _LazyNumpy:
     import numpy; evaluating does."""
 
     def __getattr__(self, name: str) -> Any:
-        import numpy
+        from .tokenizer import _numpy  # imported under the lock a fork waits for
+        numpy = _numpy()
         globals()["np"] = numpy
         return getattr(numpy, name)
 

@@ -129,6 +129,11 @@ def connect(ray_address: Optional[str] = None) -> Any:
                  logging_level="WARNING")
     except ConnectionError as e:
         raise ClusterError(f"cannot connect to the Ray cluster at {address}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - Ray's start-up errors have no common type
+        # one line (Ray's messages run to dozens of lines: the first one says what failed)
+        first = next((x.strip() for x in str(e).splitlines() if x.strip()), type(e).__name__)
+        where = f"the Ray cluster at {address}" if address is not None else "a local Ray"
+        raise ClusterError(f"cannot start {where}: {type(e).__name__}: {first}") from None
     return ray
 
 

@@ -125,6 +125,12 @@ class Progress:
             if postfix:
                 self.bar.set_postfix(postfix, refresh=False)
 
+    def fail(self) -> None:
+        """The work failed: :meth:`close` then clears the bar (no stale progress line before
+        the error message)."""
+        if self.bar is not None:
+            self.bar.leave = False
+
     def close(self, summary: Optional[str] = None) -> None:
         if self.bar is not None:
             self.bar.close()
@@ -149,6 +155,7 @@ def feed(corpus: "Corpus", desc: str, progress: bool, add: Any,
             bar.update(size, docs=f"{ndocs:,}", **(status() if status else {}),
                        rss=fmt_bytes(rss_bytes()))
     except BaseException:
+        bar.fail()
         bar.close()
         raise
     return bar

@@ -97,6 +97,8 @@ import numpy as np
 
 from .corpus import PathLike, is_path_list, iter_file
 from .errors import CnfmceError, CorpusError
+from .tokenizer import useful_threads
+from .workdir import _sigterm_cleans_up
 
 __all__ = ["tokenize_corpus", "FORMATS", "DEFAULT_SHARD_SIZE", "MANIFEST", "EOS_NAMES",
            "default_eos", "parse_size", "read_manifest", "tokenizer_sha256"]
@@ -173,7 +175,8 @@ def default_eos(tok: Any) -> Optional[Tuple[int, str]]:
 
 def _resolve_token(tok: Any, value: Any, what: str) -> Optional[Tuple[int, Optional[str]]]:
     """``(id, text)`` for an --eos/--bos value: a special token's text, a regular token's text,
-    or an integer id (written as given)."""
+    or an integer id of the tokenizer (a token's or a special token's; any other id is refused,
+    before anything is written: the model would get an id outside its vocabulary)."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -182,11 +185,17 @@ def _resolve_token(tok: Any, value: Any, what: str) -> Optional[Tuple[int, Optio
         i = int(value)
         if not 0 <= i < 2**32 - 1:
             raise ValueError(f"{what} id {i} is out of range (0 <= id < 2**32 - 1)")
+        special = {v: k for k, v in tok.special_tokens.items()}
+        if i in special:
+            return i, special[i]
         try:
-            text: Optional[str] = tok.id_to_token(i).decode("utf-8", "backslashreplace")
+            return i, tok.id_to_token(i).decode("utf-8", "backslashreplace")
         except (KeyError, ValueError):
-            text = None  # an id the model knows but the vocabulary does not (e.g. tiktoken's specials)
-        return i, text
+            raise ValueError(
+                f"{what} id {i} is not an id of this tokenizer (its ids: 0 to {tok.n_vocab - 1:,}); "
+                "give a special token of the tokenizer, or a "
+                "tokenizer that has that id (e.g. Tokenizer.from_tiktoken(..., special_tokens=...))"
+            ) from None
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a token string or an id, got {type(value).__name__}")
     specials = tok.special_tokens
@@ -497,7 +506,10 @@ class _Pipeline:
                     slot.ready.set()
                     continue
                 else:
-                    ids, starts, sizes = self.core.encode_batch_flat(b.texts, None, self.per_call)
+                    try:
+                        ids, starts, sizes = self.core.encode_batch_flat(b.texts, None, self.per_call)
+                    except ValueError:
+                        raise self._unicode_error(b) from None
                     b.texts = []
                     ids_a = np.frombuffer(ids, dtype=np.uint32)
                     starts_a = np.frombuffer(starts, dtype=np.int64)
@@ -508,6 +520,28 @@ class _Pipeline:
             pass
         except BaseException as e:  # noqa: BLE001 - handed to the main thread
             self.state.fail(e)
+
+    def _unicode_error(self, b: _Batch) -> Exception:
+        """The error of a batch the encoder refused (a document with a lone surrogate), placed
+        in its input: the file and its document number, or the document's number in the
+        documents given (not its number in the batch)."""
+        for j, t in enumerate(b.texts):
+            try:
+                t.encode("utf-8")
+            except UnicodeEncodeError as e:
+                fi, n = b.end_after(j)
+                inputs = self.manifest.get("inputs")
+                if not inputs:
+                    return _surrogate_error(f"document {n - 1}", t, e)
+                # its line (or row) in the file, as the readers name places: read again up to it
+                from .corpus import describe_location, iter_file_numbered
+                path, where = inputs[fi]["path"], f"{inputs[fi]['path']}: document {n}"
+                for k, (_, line) in enumerate(iter_file_numbered(path, self.manifest["field"]), 1):
+                    if k == n:
+                        where = describe_location(path, line)
+                        break
+                return _surrogate_error(where, t, e)
+        return ValueError("a batch the encoder refused")  # pragma: no cover
 
     def _frame(self, ids: np.ndarray, starts: np.ndarray, sizes: np.ndarray, b: _Batch) -> _Encoded:
         n = len(starts) - 1
@@ -825,10 +859,8 @@ class _Reader:
                     break
                 try:
                     self.block.push(doc.encode("utf-8"))
-                except UnicodeEncodeError:  # lone surrogates: the encoder's error, as before
-                    raise ValueError(f"text {len(self.block)} is not valid Unicode (it holds lone "
-                                     "surrogates); encode it with encode_bytes(text.encode("
-                                     "'utf-8', 'surrogatepass')) if that is intended") from None
+                except UnicodeEncodeError as e:  # a \ud800 escape: the file and line, as training
+                    raise _surrogate_error(f"{p}:{lineno}", doc, e) from None
                 if self.block.chars >= self.batch_chars:
                     yield self.flush()
             elif what == "too_long":
@@ -858,6 +890,11 @@ class _Reader:
     def final(self) -> Iterator[_Batch]:
         if self.n():
             yield self.flush()
+
+
+def _surrogate_error(where: str, doc: str, e: UnicodeEncodeError) -> CorpusError:
+    return CorpusError(f"{where}: the text holds a lone surrogate (U+{ord(doc[e.start]):04X} at "
+                       f"character {e.start}), which UTF-8 cannot hold")
 
 
 def _short_input(fi: int, n: int, skip: int) -> ShardsError:
@@ -1051,6 +1088,11 @@ class _Bar:
         self.bar.set_postfix_str(f"{docs:,} docs, {tokens:,} tokens, "
                                  f"{(text - self.text0) / dt / 1e6:.1f} MB/s text", refresh=False)
 
+    def fail(self) -> None:
+        """The run failed: :meth:`close` then clears the bar, so that the error message that
+        follows is not preceded by a stale progress line."""
+        self.bar.leave = False
+
     def close(self) -> None:
         self.bar.close()
 
@@ -1097,9 +1139,12 @@ def tokenize_corpus(tokenizer: Any, inputs: Any, output: PathLike, *, format: st
         raise ValueError(f"format must be one of {', '.join(FORMATS)}; got {format!r}")
     if not isinstance(field, str) or not field:
         raise ValueError("field must be a non-empty string")
-    if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
-                                    or num_threads < 1):
-        raise ValueError("num_threads must be a positive int or None")
+    try:
+        field.encode("utf-8")
+    except UnicodeEncodeError:  # e.g. a --field argument in bytes the locale cannot decode
+        raise ValueError(f"field {field!r} is not valid text: the name of a JSON field or parquet "
+                         "column is UTF-8 (check the --field argument's encoding)") from None
+    num_threads = useful_threads(num_threads)  # the cap of encode_batch and train, one rule
     if isinstance(batch_chars, bool) or not isinstance(batch_chars, int) or batch_chars < 1:
         raise ValueError("batch_chars must be a positive int")
     size = parse_size(shard_size)
@@ -1123,8 +1168,10 @@ def tokenize_corpus(tokenizer: Any, inputs: Any, output: PathLike, *, format: st
     _prepare_outdir(out)
     lock = _lock_outdir(out)
     try:
-        return _tokenize_locked(tok, out, format, dt, size, field, eos_t, bos_t, paths, docs,
-                                input_info, remote, num_threads, resume, progress, batch_chars)
+        # SIGTERM unwinds like Ctrl-C (the shard being written is removed), then ends the process
+        with _sigterm_cleans_up():
+            return _tokenize_locked(tok, out, format, dt, size, field, eos_t, bos_t, paths, docs,
+                                    input_info, remote, num_threads, resume, progress, batch_chars)
     finally:
         os.close(lock)
 
@@ -1202,6 +1249,7 @@ def _tokenize_locked(tok: Any, out: str, format: str, dt: np.dtype, size: int, f
     pipe = _Pipeline(tok, out, format, dt, manifest["eos_id"], manifest["bos_id"], size,
                      num_threads, manifest, bar)
     text_before = manifest["text_bytes"]
+    failed = True
     try:
         if remote is not None:
             pipe.run(remote.batches(start, bar))
@@ -1209,8 +1257,11 @@ def _tokenize_locked(tok: Any, out: str, format: str, dt: np.dtype, size: int, f
             pipe.run(_read_batches(paths, docs, field, start, batch_chars, bar))
         if bar is not None:  # everything is written: the whole input
             bar.advance(bar.read - bar.pos)
+        failed = False
     finally:
         if bar is not None:
+            if failed:
+                bar.fail()
             bar.close()
     manifest["complete"] = True
     _write_manifest(out, manifest)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numbers
 import os
 import re
+import threading
 from typing import (TYPE_CHECKING, AbstractSet, Any, Collection, Dict, Iterable, List, Literal,
                     Mapping, Optional, Sequence, Tuple, Union, overload)
 
@@ -52,6 +53,28 @@ def useful_threads(num_threads: Any, items: Optional[int] = None) -> Optional[in
     if items is not None:
         n = min(n, max(1, items))
     return n
+
+
+_np: Any = None
+_np_lock = threading.Lock()
+
+
+def _numpy() -> Any:
+    """numpy, imported on first use (``import cnfmce`` does not import it). The import runs under
+    a lock that ``os.fork`` takes first (the at-fork handlers below): a child forked while
+    another thread was importing numpy inherited numpy's import lock held by a thread it does
+    not have, and its own first use of numpy waited forever. Forking now waits for the import."""
+    global _np
+    if _np is None:
+        with _np_lock:
+            import numpy
+            _np = numpy
+    return _np
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(before=_np_lock.acquire, after_in_parent=_np_lock.release,
+                        after_in_child=_np_lock.release)
 
 
 DEFAULT_BOUNDARY_PENALTY: float = _core.DEFAULT_BOUNDARY_PENALTY  # λ, written once in the core
@@ -398,7 +421,7 @@ class Tokenizer:
                 if m:
                     self._raise_disallowed(m.group(), f"text {k}")
         if return_numpy:
-            import numpy as np
+            np = _numpy()
             ids, starts, _ = self._core.encode_batch_flat(texts, matcher, threads)
             return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(starts, dtype=np.int64)
         return self._core.encode_batch(texts, matcher, threads)

@@ -8,18 +8,23 @@ const INT_CACHE_MAX: usize = 1 << 20;
 
 /// Python int objects for the ids of one tokenizer, created once: building the result lists
 /// then costs an increment per token instead of allocating a new int object.
+///
+/// A `OnceBox`, not a `PyOnceLock`: the latter detaches from the interpreter while one thread
+/// makes the ints, and a process forked then (by another thread, which took the GIL meanwhile)
+/// inherited the lock held with no thread to release it: its first encode waited forever. The
+/// ints are made without any lock (two threads may both make them; one list is kept).
 pub(crate) struct IdInts {
-    ints: pyo3::sync::PyOnceLock<Vec<Py<PyAny>>>,
+    ints: crate::once_box::OnceBox<Vec<Py<PyAny>>>,
     bound: usize,
 }
 
 impl IdInts {
     pub(crate) fn new(bound: usize) -> Self {
-        IdInts { ints: pyo3::sync::PyOnceLock::new(), bound: bound.min(INT_CACHE_MAX) }
+        IdInts { ints: crate::once_box::OnceBox::new(), bound: bound.min(INT_CACHE_MAX) }
     }
 
     fn cache<'a>(&'a self, py: Python<'_>) -> &'a Vec<Py<PyAny>> {
-        self.ints.get_or_init(py, || {
+        self.ints.get_or_init(|| {
             (0..self.bound as u64)
                 .map(|i| i.into_pyobject(py).map(|b| b.into_any().unbind()).expect("int"))
                 .collect()

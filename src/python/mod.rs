@@ -82,6 +82,7 @@ fn rounds_warning(rounds: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    util::register_fork_handlers();
     m.add_class::<options::PyOptions>()?;
     m.add_class::<tokenizer::PyCoreTokenizer>()?;
     m.add_class::<tokenizer::PySpecialMatcher>()?;

@@ -104,6 +104,54 @@ pub(crate) fn max_threads() -> usize {
     (4 * cpus()).max(8)
 }
 
+/// Held around every look-up of a pool (`ForkSafePool::get`, `sized_pool`) and, by the fork
+/// handlers of [`register_fork_handlers`], across `fork()`: a child never inherits the mutex of
+/// a pool cell held by a thread of the parent (which does not exist in the child: its first
+/// parallel call waited forever).
+static POOL_CELLS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn lock_pool_cells() -> std::sync::MutexGuard<'static, ()> {
+    POOL_CELLS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+thread_local! {
+    /// `POOL_CELLS` held by this thread across a `fork()` it makes.
+    static FORK_GUARD: std::cell::RefCell<Option<std::sync::MutexGuard<'static, ()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+extern "C" fn before_fork() {
+    let g = lock_pool_cells();
+    FORK_GUARD.with(|c| *c.borrow_mut() = Some(g));
+}
+
+extern "C" fn after_fork() {
+    // in the parent and in the child (the same thread, its only one there)
+    FORK_GUARD.with(|c| drop(c.borrow_mut().take()));
+}
+
+/// Registers (once per process) the `pthread_atfork` handlers that keep [`POOL_CELLS`] free in
+/// a forked child: taken by the forking thread just before `fork()`, released after it in both
+/// processes. They run for every fork, Python's `os.fork` and a C library's alike.
+pub(crate) fn register_fork_handlers() {
+    #[cfg(unix)]
+    {
+        extern "C" {
+            fn pthread_atfork(
+                prepare: Option<extern "C" fn()>,
+                parent: Option<extern "C" fn()>,
+                child: Option<extern "C" fn()>,
+            ) -> std::os::raw::c_int;
+        }
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        // SAFETY: plain functions that live as long as the process (the extension module is
+        // never unloaded by CPython).
+        ONCE.call_once(|| unsafe {
+            pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork));
+        });
+    }
+}
+
 /// A rayon pool that survives `fork()`: rayon's worker threads do not exist in a forked child
 /// (Python's `multiprocessing` and `datasets.map(num_proc=...)` fork on Linux), so a pool made
 /// before the fork would wait for them forever. The pool remembers the process that built it;
@@ -130,6 +178,7 @@ impl ForkSafePool {
     /// The pool of this process, built on first use (`num_threads` None: one thread per CPU).
     pub(crate) fn get(&self) -> PyResult<std::sync::Arc<rayon::ThreadPool>> {
         let pid = std::process::id();
+        let _cells = lock_pool_cells();
         let mut g = self.cell.lock().unwrap_or_else(|p| p.into_inner());
         match g.as_ref() {
             Some((owner, pool)) if *owner == pid => return Ok(pool.clone()),
@@ -201,6 +250,7 @@ static SIZED_POOLS: std::sync::Mutex<(u32, Vec<(usize, std::sync::Arc<rayon::Thr
 /// The kept pool of `n` threads (`1 <= n <= max_threads()`), built on first use.
 fn sized_pool(n: usize) -> PyResult<std::sync::Arc<rayon::ThreadPool>> {
     let pid = std::process::id();
+    let _cells = lock_pool_cells();
     let mut g = SIZED_POOLS.lock().unwrap_or_else(|p| p.into_inner());
     if g.0 != pid {
         for stale in std::mem::take(&mut g.1) {
@@ -277,7 +327,18 @@ pub(crate) fn read_round(item: &Bound<'_, PyAny>) -> PyResult<crate::Round> {
         if x.is_instance_of::<pyo3::types::PyBool>() {
             return Err(shape());
         }
-        x.extract::<i64>().map_err(|_| shape())
+        x.extract::<i64>().map_err(|e| {
+            if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(x.py()) {
+                // an int, of the right shape, beyond any valid value: a ValueError naming it
+                let shown = |y: &Bound<'_, PyAny>| y.repr().map(|r| r.to_string()).unwrap_or_default();
+                PyValueError::new_err(format!(
+                    "bad round ({}, {}, {}): need 1 <= min <= max and 0 <= threshold < 2**63 (rounds)",
+                    shown(a), shown(b), shown(t)
+                ))
+            } else {
+                shape()
+            }
+        })
     };
     let (a, b, t) = (int(a)?, int(b)?, int(t)?);
     match (usize::try_from(a), usize::try_from(b), u64::try_from(t)) {
