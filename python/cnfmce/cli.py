@@ -365,7 +365,7 @@ def _add_viewer_parsers(sub) -> None:
                    help="no ANSI colours: tokens separated by | (the default when the output is "
                         "not a terminal or NO_COLOR is set)")
     s.add_argument("--color", action="store_true",
-                   help="ANSI colours even when the output is not a terminal (e.g. for less -R)")
+                   help="ANSI colours even when the output is not a terminal (e.g. piped into a pager that shows colours)")
     s.add_argument("--ids", action="store_true", help="also print the token ids")
     s.set_defaults(func=_cmd_show)
 
