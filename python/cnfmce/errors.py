@@ -53,8 +53,8 @@ def require(module: str, extra: str, what: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        if getattr(e, "name", None) not in (module, module.split(".")[0]):
-            raise  # the package is there but broken: its own error
+        if getattr(e, "name", None) not in (None, module, module.split(".")[0]):
+            raise  # the package is there but one of its own imports is broken: its error
         raise MissingPackageError(f"{what} needs the {module.split('.')[0]} package, which is not "
                                   f"installed: pip install \"cnfmce[{extra}]\"") from None
 
