@@ -22,6 +22,7 @@ from .evaluation import compare, evaluate
 from .tokenizer import Tokenizer
 from .counts import Counts, load_counts, merge_counts, save_counts
 from .training import DEFAULT_ROUNDS, count, train, train_from_counts
+from .extend import extend, initial_embeddings  # the module cnfmce.extend stays importable by name
 
 __all__ = [
     "__version__",
@@ -30,6 +31,8 @@ __all__ = [
     "train",
     "count",
     "train_from_counts",
+    "extend",
+    "initial_embeddings",
     "Counts",
     "save_counts",
     "load_counts",
