@@ -282,3 +282,41 @@ def test_shared_cost_never_above_o200k(o200k_extended, cat):
         cx = _cost(xt, x.encode_bytes(data), data, x.boundary_penalty, True)
         assert cx <= cb + 1e-6
     assert extension_info(x)["first_new_id"] == 200000
+
+
+# --- transformers: one call resizes a model's embeddings and fills the new rows -----------------
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_hf_resize_embeddings(base, extended, tied):
+    torch = pytest.importorskip("torch", reason="torch is not installed (optional: cnfmce[hf] + torch)")
+    transformers = pytest.importorskip("transformers")
+    from cnfmce.hf import resize_embeddings
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=base.vocab_size + 4, hidden_size=16, intermediate_size=32,
+                                   num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                                   tie_word_embeddings=tied)
+    model = transformers.LlamaForCausalLM(cfg)
+    w_in = model.get_input_embeddings().weight.detach().clone()
+    w_out = model.get_output_embeddings().weight.detach().clone()
+    assert resize_embeddings(model, extended) is model
+    info = extension_info(extended)
+    first, n = info["first_new_id"], info["new_tokens"]
+    e_in = model.get_input_embeddings().weight.detach()
+    e_out = model.get_output_embeddings().weight.detach()
+    assert e_in.shape[0] >= first + n and e_out.shape[0] == e_in.shape[0]
+    assert torch.equal(e_in[:base.vocab_size], w_in[:base.vocab_size])  # old rows unchanged
+    for k in (0, n // 2, n - 1):
+        want = w_in[info["pieces"][k]].mean(dim=0)
+        assert torch.allclose(e_in[first + k], want, atol=1e-6)
+        want_out = w_out[info["pieces"][k]].mean(dim=0)
+        assert torch.allclose(e_out[first + k], want_out, atol=1e-6)
+    if not tied:
+        assert not torch.allclose(e_in[first], e_out[first])
+    # the model runs on the new ids
+    ids = torch.tensor([[first, first + n - 1, 5]])
+    assert model(ids).logits.shape[-1] == e_in.shape[0]
+    small = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=100, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=2))
+    with pytest.raises(ValueError, match="rows"):
+        resize_embeddings(small, extended)

@@ -34,7 +34,8 @@ from .tokenizer import Tokenizer
 from .workdir import work_dir
 from . import training as _training
 
-__all__ = ["extend", "initial_embeddings", "extension_info", "EXTENSION_KEY", "load_base"]
+__all__ = ["extend", "initial_embeddings", "extension_info", "resize_model_embeddings", "EXTENSION_KEY",
+           "load_base"]
 
 #: The metadata key of an extended tokenizer's extension record.
 EXTENSION_KEY = "extension"
@@ -274,3 +275,38 @@ def initial_embeddings(extended: Tokenizer, base_matrix: Any, method: str = "mea
     sums = np.add.reduceat(base_matrix[flat].astype(np.float64), starts, axis=0)
     out[:] = sums / lengths[:, None]
     return out
+
+
+def resize_model_embeddings(model: Any, extended: Tokenizer, method: str = "mean",
+                            pad_to_multiple_of: Optional[int] = None) -> Any:
+    """Resizes a ``transformers`` model's input embeddings (and its output embeddings when they
+    are not tied to them) to hold every id of ``extended`` (made by :func:`extend` from the
+    model's vocabulary) and fills the rows of the new ids with :func:`initial_embeddings` of the
+    model's own matrices; returns the model. Rows the model had keep their values (a padded
+    matrix's spare rows that new ids land on are overwritten). Needs ``torch``
+    (``cnfmce.hf.resize_embeddings`` is this function)."""
+    import numpy as np
+    import torch
+    info = extension_info(extended)
+    first, n = info["first_new_id"], info["new_tokens"]
+    emb = model.get_input_embeddings()
+    if emb is None:
+        raise ValueError("the model has no input embeddings to resize")
+    rows0 = emb.weight.shape[0]
+    if rows0 < info["base_id_bound"]:
+        raise ValueError(f"the model's embedding matrix has {rows0:,} rows but the base vocabulary has "
+                         f"ids up to {info['base_id_bound'] - 1:,}: not the model of this base")
+    out0 = model.get_output_embeddings()
+    tied = out0 is None or out0.weight is emb.weight or out0.weight.data_ptr() == emb.weight.data_ptr()
+    new_in = initial_embeddings(extended, emb.weight.detach().float().cpu().numpy().astype(np.float32), method)
+    new_out = None if tied else initial_embeddings(
+        extended, out0.weight.detach().float().cpu().numpy().astype(np.float32), method)
+    size = max(rows0, first + n)
+    model.resize_token_embeddings(size, pad_to_multiple_of=pad_to_multiple_of)
+    with torch.no_grad():
+        w = model.get_input_embeddings().weight
+        w[first:first + n] = torch.from_numpy(new_in).to(dtype=w.dtype, device=w.device)
+        if new_out is not None:
+            o = model.get_output_embeddings().weight
+            o[first:first + n] = torch.from_numpy(new_out).to(dtype=o.dtype, device=o.device)
+    return model
