@@ -9,7 +9,9 @@
 ``cnfmce.evaluate`` and ``cnfmce.compare`` are the functions of :mod:`cnfmce.evaluation` (the
 module that defines the metrics). ``cnfmce.evaluate`` was once the module's name:
 ``from cnfmce.evaluate import compare`` still works (the old name is an alias of the module), but
-``cnfmce.evaluate`` itself is the function.
+``cnfmce.evaluate`` itself is the function. Likewise ``cnfmce.extend`` is the function of the module
+:mod:`cnfmce.extend` (``from cnfmce.extend import extension_info`` reaches the module's other
+names).
 """
 
 import sys as _sys
