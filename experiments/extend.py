@@ -21,6 +21,7 @@ package families removed), so the held-out sets are text of packages no training
   (the ``bpe-continue`` package);
 * ``scratch``: a CNF vocabulary of the same total size trained from scratch (refined selection);
 * ``qwen-ext``, ``qwen-eval``: the same with Qwen3.5 as the base (its BPE run by ``tokenizers``);
+* ``raw40``: ``extend`` with 40 instead of 10 counted candidates per new token;
 * ``drift``: how far MCE on the base moves from the base's BPE (docs/extend.md's warning).
 """
 
@@ -47,7 +48,7 @@ NEW = 32_768
 CATS = list(C.CATEGORIES)
 SETS = ("test", "heldout")
 ALL_STEPS = ["o200k-ext", "o200k-eval", "drift", "union", "addtok", "bpecont", "qwen-ext", "qwen-eval",
-             "scratch"]
+             "scratch", "raw40"]
 
 
 def _shared() -> Path:
@@ -133,9 +134,11 @@ def worker(args: Sequence[str]) -> None:
     kind, out = args[0], args[1]
     t0 = time.perf_counter()
     paths = train_paths()
-    if kind in ("o200k-ext", "qwen-ext"):
-        base = o200k() if kind == "o200k-ext" else qwen()
-        tok = cnfmce.extend(base, paths, NEW, progress=True, memory_limit=C.MEMORY_LIMIT)
+    if kind in ("o200k-ext", "qwen-ext", "o200k-ext-raw40"):
+        base = qwen() if kind == "qwen-ext" else o200k()
+        # o200k-ext-raw40: 40 new candidates per new token counted instead of the default 10
+        raw = 40 * NEW if kind == "o200k-ext-raw40" else None
+        tok = cnfmce.extend(base, paths, NEW, raw_vocab_size=raw, progress=True, memory_limit=C.MEMORY_LIMIT)
         tok.save(out)
         _done(out, {"metadata": {k: tok.metadata[k] for k in ("counting", "extend_passes", "used_new_tokens")}}, t0)
     elif kind in ("cnf128k", "scratch"):
@@ -165,6 +168,9 @@ def run_worker(kind: str, out: Path, *extra: str) -> Dict[str, Any]:
     rec = Path(str(out) + ".record.json")
     if out.exists() and rec.exists():
         return json.loads(rec.read_text())
+    run_json = Path(str(out) + ".run.json")
+    if out.exists() and run_json.exists():  # a worker run by hand (peak RSS from its own getrusage)
+        return json.loads(run_json.read_text())
     load0 = os.getloadavg()
     proc = subprocess.Popen([sys.executable, __file__, "--worker", kind, str(out), *extra])
     _, status, ru = os.wait4(proc.pid, 0)
@@ -204,6 +210,12 @@ def step_o200k_eval(res: Dict[str, Any], sets) -> None:
     ev["o200k-bpe"] = measure(tt.encode_batch, sets)
     ev["o200k-mce"] = measure(cnf_batch(base), sets)
     ev["o200k-ext"] = measure(cnf_batch(ext), sets)
+
+
+def step_o200k_raw40(res: Dict[str, Any], sets) -> None:
+    import cnfmce
+    res["train"]["o200k-ext-raw40"] = run_worker("o200k-ext-raw40", OUT / "o200k-ext-raw40.json.gz")
+    res["eval"]["o200k-ext-raw40"] = measure(cnf_batch(cnfmce.Tokenizer.load(OUT / "o200k-ext-raw40.json.gz")), sets)
 
 
 def step_union(res: Dict[str, Any], sets) -> None:
@@ -333,7 +345,7 @@ def run(args: Any) -> Dict[str, Any]:
            "drift": lambda: step_drift(res, sets), "union": lambda: step_union(res, sets),
            "addtok": lambda: step_addtok(res, sets), "bpecont": lambda: step_bpecont(res, sets),
            "scratch": lambda: step_scratch(res, sets), "qwen-ext": lambda: step_qwen_ext(res),
-           "qwen-eval": lambda: step_qwen_eval(res, sets)}
+           "qwen-eval": lambda: step_qwen_eval(res, sets), "raw40": lambda: step_o200k_raw40(res, sets)}
     for s in steps:
         print(f"== {s}", flush=True)
         t0 = time.perf_counter()
@@ -345,6 +357,7 @@ def run(args: Any) -> Dict[str, Any]:
 
 
 LABELS = {"o200k-bpe": "o200k_base BPE", "o200k-mce": "MCE on o200k_base", "o200k-ext": "**extend** (o200k + 32,768)",
+          "o200k-ext-raw40": "extend, raw_vocab_size 40 x 32,768",
           "union": "naive union (o200k + CNF 128k top 32,768)", "addtok": "add_tokens (naive)",
           "bpecont": "continued BPE (bpe-continue)", "scratch": "CNF from scratch, same size",
           "qwen-bpe": "Qwen3.5 BPE", "qwen-mce": "MCE on Qwen3.5", "qwen-ext": "**extend** (Qwen3.5 + 32,768)"}
