@@ -134,11 +134,13 @@ def worker(args: Sequence[str]) -> None:
     kind, out = args[0], args[1]
     t0 = time.perf_counter()
     paths = train_paths()
-    if kind in ("o200k-ext", "qwen-ext", "o200k-ext-raw40"):
+    if kind in ("o200k-ext", "qwen-ext", "o200k-ext-raw40", "o200k-ext-nonascii"):
         base = qwen() if kind == "qwen-ext" else o200k()
         # o200k-ext-raw40: 40 new candidates per new token counted instead of the default 10
         raw = 40 * NEW if kind == "o200k-ext-raw40" else None
-        tok = cnfmce.extend(base, paths, NEW, raw_vocab_size=raw, progress=True, memory_limit=C.MEMORY_LIMIT)
+        sel = "refined-non-ascii" if kind == "o200k-ext-nonascii" else "refined"
+        tok = cnfmce.extend(base, paths, NEW, raw_vocab_size=raw, selection=sel, progress=True,
+                            memory_limit=C.MEMORY_LIMIT)
         tok.save(out)
         _done(out, {"metadata": {k: tok.metadata[k] for k in ("counting", "extend_passes", "used_new_tokens")}}, t0)
     elif kind in ("cnf128k", "scratch"):
@@ -358,6 +360,7 @@ def run(args: Any) -> Dict[str, Any]:
 
 LABELS = {"o200k-bpe": "o200k_base BPE", "o200k-mce": "MCE on o200k_base", "o200k-ext": "**extend** (o200k + 32,768)",
           "o200k-ext-raw40": "extend, raw_vocab_size 40 x 32,768",
+          "o200k-ext-nonascii": "extend, selection refined-non-ascii",
           "union": "naive union (o200k + CNF 128k top 32,768)", "addtok": "add_tokens (naive)",
           "bpecont": "continued BPE (bpe-continue)", "scratch": "CNF from scratch, same size",
           "qwen-bpe": "Qwen3.5 BPE", "qwen-mce": "MCE on Qwen3.5", "qwen-ext": "**extend** (Qwen3.5 + 32,768)"}
@@ -413,8 +416,23 @@ def render(res: Dict[str, Any], md: Path) -> None:
     md.write_text("\n".join(lines) + "\n")
 
 
+def eval_variant(kind: str) -> None:
+    """Measures a variant trained by hand (``--worker KIND OUT``) and adds it to the JSON (run it
+    when no full run is writing the JSON)."""
+    import cnfmce
+    js, md, _ = C.result_paths(NAME, False)
+    res = json.loads(js.read_text())
+    out = OUT / f"{kind}.json.gz"
+    res["train"][kind] = run_worker(kind, out)
+    res["eval"][kind] = measure(cnf_batch(cnfmce.Tokenizer.load(out)), eval_sets())
+    C.write_json(js, res)
+    render(res, md)
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         worker(sys.argv[2:])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--eval-variant":
+        eval_variant(sys.argv[2])
     else:
         C.experiment_main(NAME, __doc__, run, render)

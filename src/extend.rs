@@ -94,6 +94,8 @@ pub struct Extender {
     /// Whether every pass is done.
     done: bool,
     passes: Vec<ExtendPassStats>,
+    /// The exponent of the ASCII / non-ASCII weighting of the cuts (`None`: no weighting).
+    non_ascii_exponent: Option<f64>,
 }
 
 fn overflow() -> Error {
@@ -148,7 +150,23 @@ impl Extender {
             step: None,
             done: false,
             passes: Vec::new(),
+            non_ascii_exponent: None,
         })
+    }
+
+    /// Weights the cuts like [`SelectionRule::RefinedNonAscii`](crate::SelectionRule) (`crate::refine`,
+    /// step 5): the candidates of the smaller of the ASCII and non-ASCII groups (by the usage of
+    /// the pass's whole vocabulary, base included) have their usage and score multiplied by the
+    /// ratio of the two usages to the power `exponent` (0 to `MAX_NON_ASCII_EXPONENT`).
+    pub fn with_non_ascii_exponent(mut self, exponent: f64) -> Result<Self, Error> {
+        if !(exponent.is_finite() && (0.0..=refine::MAX_NON_ASCII_EXPONENT).contains(&exponent)) {
+            return Err(Error::Value(format!(
+                "non_ascii_exponent must be a number from 0 to {}, got {exponent}",
+                refine::MAX_NON_ASCII_EXPONENT
+            )));
+        }
+        self.non_ascii_exponent = Some(exponent);
+        Ok(self)
     }
 
     /// MCE over the base and `cands` (ids from `first`), with the base's λ and ε.
@@ -267,12 +285,16 @@ impl Extender {
         let usage = self.usage_vec();
         let first = self.first_new_id as usize;
         let u = |i: usize| usage[first + i];
+        let weight = self.non_ascii_exponent.map(|e| refine::non_ascii_weights(self.encoder.vocab(), &usage, e));
+        let w = |i: usize| weight.as_ref().map_or(1.0, |w| w[first + i]);
+        let scaled = |x: u64, w: f64| if w == 1.0 { x } else { (x as f64 * w).round() as u64 };
+        let wu = |i: usize| scaled(u(i), w(i));
         let mut by_usage: Vec<usize> = (0..self.cands.len()).filter(|&i| u(i) > 0).collect();
-        by_usage.par_sort_unstable_by(|&a, &b| u(b).cmp(&u(a)).then_with(|| self.cands[a].cmp(&self.cands[b])));
+        by_usage.par_sort_unstable_by(|&a, &b| wu(b).cmp(&wu(a)).then_with(|| self.cands[a].cmp(&self.cands[b])));
         let top = (2 * keep).min(by_usage.len());
         let mut score: Vec<u64> = vec![0; self.cands.len()];
         for &i in &by_usage[top..] {
-            score[i] = u(i);
+            score[i] = wu(i);
         }
         let enc = &self.encoder;
         let exact: Vec<(usize, u64)> = by_usage[..top]
@@ -281,7 +303,7 @@ impl Extender {
                 || (Scratch::default(), Vec::new()),
                 |(scratch, out), &i| {
                     let alt = refine::alt_cost(enc, &self.cands[i], scratch, out);
-                    (i, u(i).saturating_mul(alt.saturating_sub(1)))
+                    (i, scaled(u(i).saturating_mul(alt.saturating_sub(1)), w(i)))
                 },
             )
             .collect();
@@ -415,6 +437,20 @@ mod tests {
         assert_eq!(x.new_tokens, vec![b"aaaa".to_vec(), b"cccc".to_vec()]);
         assert!(Extender::new(b.clone(), vec![vec![]], 2).is_err());
         assert!(Extender::new(b.clone(), vec![], 0).is_err());
+        // the non-ASCII weighting moves a place from an ASCII candidate to a non-ASCII one
+        let docs2 = ["aaaa bbbb cccc aaaa bbbb aaaa bbbb cccc 中文 dddd"; 3];
+        let cands2 = ["aaaa", "bbbb", "cccc", "dddd", "中文"];
+        let plain = run(b.clone(), &cands2, 2, &docs2);
+        assert!(!plain.new_tokens.contains(&"中文".as_bytes().to_vec()));
+        let c2: Vec<Vec<u8>> = cands2.iter().map(|s| s.as_bytes().to_vec()).collect();
+        let mut e = Extender::new(b.clone(), c2, 2).unwrap().with_non_ascii_exponent(1.0).unwrap();
+        let d2: Vec<&[u8]> = docs2.iter().map(|s| s.as_bytes()).collect();
+        while e.next_pass().is_some() {
+            e.add(&d2).unwrap();
+            e.end_pass().unwrap();
+        }
+        assert!(e.finish().unwrap().new_tokens.contains(&"中文".as_bytes().to_vec()));
+        assert!(Extender::new(b.clone(), vec![], 1).unwrap().with_non_ascii_exponent(-1.0).is_err());
         let mut e = Extender::new(b, vec![b"ab".to_vec()], 1).unwrap();
         assert!(e.end_pass().is_err()); // no text
         assert!(e.finish().is_err());

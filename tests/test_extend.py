@@ -216,6 +216,33 @@ def test_bad_arguments(base, docs):
         cnfmce.extend(base, [""], 10, progress=False)
 
 
+def test_non_ascii_selection(base, docs):
+    """selection="refined-non-ascii" weighs the smaller group up: on mostly ASCII text it gives
+    at least as many non-ASCII new tokens as the plain rule, and ids are kept the same way."""
+    zh = ["数据是一种重要的资源，我们需要认真地管理和使用这些数据。" * 3,
+          "今天的天气很好，我们一起去公园散步，看看美丽的花草树木。" * 3,
+          "学习新的语言需要时间和耐心，每天练习才能取得进步。" * 3]
+    part = docs[1::3] + zh * 6
+    plain = cnfmce.extend(base, part, 150, raw_vocab_size=20_000, progress=False)
+    weighted = cnfmce.extend(base, part, 150, raw_vocab_size=20_000, selection="refined-non-ascii", non_ascii_exponent=1.0,
+                             progress=False)
+    assert weighted.metadata["selection"] == "refined-non-ascii"
+    assert weighted.metadata["non_ascii_exponent"] == 1.0
+    first = extension_info(weighted)["first_new_id"]
+
+    def non_ascii(t):
+        return sum(not t.id_to_token(first + k).isascii() for k in range(150))
+    assert non_ascii(weighted) > non_ascii(plain)
+    for i, t in base.token_bytes().items():
+        assert weighted.id_to_token(i) == t
+    with pytest.raises(ValueError, match="selection"):
+        cnfmce.extend(base, part, 10, selection="paper", progress=False)
+    with pytest.raises(ValueError, match="non_ascii_exponent"):
+        cnfmce.extend(base, part, 10, non_ascii_exponent=0.5, progress=False)
+    with pytest.raises(ValueError, match="non_ascii_exponent"):
+        cnfmce.extend(base, part, 10, selection="refined-non-ascii", non_ascii_exponent=-1, progress=False)
+
+
 def test_cli(base, tmp_path):
     bp = tmp_path / "base.json"
     base.save(bp)

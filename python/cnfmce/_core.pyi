@@ -324,6 +324,7 @@ class Extender:
         candidates: Sequence[bytes],
         new_tokens: int,
         num_threads: Optional[int] = None,
+        non_ascii_exponent: Optional[float] = None,
     ) -> None: ...
     @property
     def first_new_id(self) -> int: ...

@@ -143,6 +143,7 @@ def extend(base: Union[Tokenizer, "os.PathLike[str]", str], inputs: Inputs, new_
            rounds: Sequence[Tuple[int, int, int]] = _training.DEFAULT_ROUNDS,
            num_threads: Optional[int] = None, progress: bool = True,
            memory_limit: Optional[int] = None, tmp_dir: Optional[str] = None,
+           selection: str = "refined", non_ascii_exponent: Optional[float] = None,
            backend: str = "local", **backend_options: Any) -> Tokenizer:
     """The base vocabulary with ``new_tokens`` CNF tokens added (module documentation).
 
@@ -159,6 +160,12 @@ def extend(base: Union[Tokenizer, "os.PathLike[str]", str], inputs: Inputs, new_
     fewer candidates than ``new_tokens``, the result has fewer new ids and a ``RuntimeWarning``
     says so. ``backend="ray"`` is not supported by ``extend`` (``ValueError``).
 
+    ``selection``: ``"refined"`` (the default: tokens saved) or ``"refined-non-ascii"`` (tokens
+    saved of the candidates of the smaller of the ASCII and non-ASCII groups, by the usage of
+    the whole vocabulary in the pass, weighted up by the ratio of the two usages to the power
+    ``non_ascii_exponent``, default ``cnfmce._core.NON_ASCII_SHARE_EXPONENT``, as
+    :func:`cnfmce.train`'s selection of that name weighs them).
+
     The result's ``metadata["extension"]`` holds each new token's pieces over the base
     (:func:`extension_info`, :func:`initial_embeddings`).
     """
@@ -167,6 +174,14 @@ def extend(base: Union[Tokenizer, "os.PathLike[str]", str], inputs: Inputs, new_
                          "extension (count on Ray with cnfmce.ray.count if needed, then extend locally)")
     _training._backend(backend, backend_options, "extend")
     n = _training._check_positive("new_tokens", new_tokens)
+    if selection not in ("refined", "refined-non-ascii"):
+        raise ValueError(f"selection must be 'refined' or 'refined-non-ascii', got {selection!r}")
+    if non_ascii_exponent is not None and selection != "refined-non-ascii":
+        raise ValueError("non_ascii_exponent is an exponent of selection='refined-non-ascii'")
+    exponent = None
+    if selection == "refined-non-ascii":
+        exponent = _training._exponents(non_ascii_exponent, 0.0)["non_ascii_exponent"]
+        exponent = _core.NON_ASCII_SHARE_EXPONENT if exponent is None else exponent
     if raw_vocab_size is None:
         raw = _core.default_raw_vocab_size(n)
     else:
@@ -205,7 +220,7 @@ def extend(base: Union[Tokenizer, "os.PathLike[str]", str], inputs: Inputs, new_
         cands = [t for t, _ in ranked[:raw]]
         info["candidates"] = len(cands)
         del ranked
-        ext = _core.Extender(packed, specials, core.options, cands, n, threads)
+        ext = _core.Extender(packed, specials, core.options, cands, n, threads, exponent)
         del cands
         passes: List[Dict[str, Any]] = []
         try:
@@ -232,9 +247,11 @@ def extend(base: Union[Tokenizer, "os.PathLike[str]", str], inputs: Inputs, new_
     out = Tokenizer(new_core)
     meta = {k: v for k, v in tok.metadata.items() if k != EXTENSION_KEY}
     out.metadata.update(meta)
-    out.metadata.update(trainer="cnfmce-extend", counting=info, extend_passes=passes,
+    out.metadata.update(trainer="cnfmce-extend", selection=selection, counting=info, extend_passes=passes,
                         used_new_tokens=report["used_new_tokens"],
                         extend_seconds=round(time.perf_counter() - t_start, 3), peak_rss=peak_rss_bytes())
+    if exponent is not None:
+        out.metadata["non_ascii_exponent"] = exponent
     ids = array.array("I")
     ids.frombytes(packed[2])
     out.metadata[EXTENSION_KEY] = _record(tok, max(ids) + 1, first, pieces)

@@ -60,7 +60,8 @@ impl PyExtender {
     /// `packed`: the base's `CoreTokenizer.packed()`; `specials`: its `(bytes, id)` pairs;
     /// `candidates`: counted candidates, best first.
     #[new]
-    #[pyo3(signature = (packed, specials, options, candidates, new_tokens, num_threads=None))]
+    #[pyo3(signature = (packed, specials, options, candidates, new_tokens, num_threads=None, non_ascii_exponent=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         packed: (Vec<u8>, Vec<u8>, Vec<u8>),
@@ -69,12 +70,23 @@ impl PyExtender {
         candidates: Vec<Vec<u8>>,
         new_tokens: usize,
         num_threads: Option<usize>,
+        non_ascii_exponent: Option<f64>,
     ) -> PyResult<Self> {
         let tokens = unpack(&packed.0, &packed.1, &packed.2)?;
         let base = crate::Base { tokens, specials, options: options.get().inner };
         let pool = ForkSafePool::checked(num_threads)?;
         let inner = py
-            .detach(|| guarded(|| pool.install(|| crate::Extender::new(base, candidates, new_tokens))))??
+            .detach(|| {
+                guarded(|| {
+                    pool.install(|| {
+                        let e = crate::Extender::new(base, candidates, new_tokens)?;
+                        match non_ascii_exponent {
+                            Some(x) => e.with_non_ascii_exponent(x),
+                            None => Ok(e),
+                        }
+                    })
+                })
+            })??
             .map_err(|e| to_py(py, e))?;
         Ok(PyExtender { inner: Mutex::new(Some(inner)), pool })
     }
