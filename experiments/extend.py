@@ -21,7 +21,8 @@ package families removed), so the held-out sets are text of packages no training
   (the ``bpe-continue`` package);
 * ``scratch``: a CNF vocabulary of the same total size trained from scratch (refined selection);
 * ``qwen-ext``, ``qwen-eval``: the same with Qwen3.5 as the base (its BPE run by ``tokenizers``);
-* ``raw40``: ``extend`` with 40 instead of 10 counted candidates per new token;
+* ``raw40``: ``extend`` with 40 instead of 10 counted candidates per new token, and
+  ``selection="refined-non-ascii"`` (both trained with ``--worker`` and measured beside the run);
 * ``drift``: how far MCE on the base moves from the base's BPE (docs/extend.md's warning).
 """
 
@@ -399,7 +400,9 @@ def render(res: Dict[str, Any], md: Path) -> None:
         rows = [[k, f"{v.get('seconds', 0):.0f} s", f"{v.get('cpu_s', 0):.0f} s", C.mb(v.get("peak_rss"))]
                 for k, v in tr.items()]
         lines.append(C.md_table(["run", "wall", "CPU", "peak RSS"], rows))
-        lines.append("")
+        lines.append("\nWall times on a 2-core machine shared with other jobs (load average about 20 during "
+                     "these runs); CPU: user + system seconds of the run's process from ``wait4`` (0: a "
+                     "variant trained by hand with ``--worker``, whose CPU time was not recorded).\n")
     if res.get("drift"):
         lines.append("### MCE on the base vs the base's BPE (shared test sets)\n")
         rows = []
