@@ -38,6 +38,7 @@ mod automaton;
 mod cost;
 mod count;
 mod error;
+mod extend;
 mod filter;
 mod mce;
 mod mem;
@@ -66,6 +67,7 @@ pub use count::{
     Round, RoundSelector, RoundStats, Selection, Survivors, DEFAULT_ROUNDS, MAX_CANDIDATE_LEN,
 };
 pub use error::Error;
+pub use extend::{pieces_over, Base, ExtendPassStats, Extended, Extender};
 pub(crate) use error::show_bytes;
 pub use filter::{BlockUsage, Filter, Selected};
 pub use mce::{token_preference, Encoder, Scratch};

@@ -281,7 +281,7 @@ pub fn fallback_prefixes(chars: &[(Vec<u8>, u64)], have: &HashSet<&[u8]>) -> Vec
 
 /// Tokens the encoder needs to spell `tok` without the token `tok` itself (module
 /// documentation, step 3).
-fn alt_cost(enc: &Encoder, tok: &[u8], scratch: &mut Scratch, out: &mut Vec<u32>) -> u64 {
+pub(crate) fn alt_cost(enc: &Encoder, tok: &[u8], scratch: &mut Scratch, out: &mut Vec<u32>) -> u64 {
     let cuts: Vec<usize> = match std::str::from_utf8(tok) {
         Ok(s) => {
             if s.chars().nth(1).is_none() {

@@ -9,7 +9,9 @@
 ``cnfmce.evaluate`` and ``cnfmce.compare`` are the functions of :mod:`cnfmce.evaluation` (the
 module that defines the metrics). ``cnfmce.evaluate`` was once the module's name:
 ``from cnfmce.evaluate import compare`` still works (the old name is an alias of the module), but
-``cnfmce.evaluate`` itself is the function.
+``cnfmce.evaluate`` itself is the function. Likewise ``cnfmce.extend`` is the function of the module
+:mod:`cnfmce.extend` (``from cnfmce.extend import extension_info`` reaches the module's other
+names).
 """
 
 import sys as _sys
@@ -44,6 +46,7 @@ from .evaluation import compare, evaluate
 from .tokenizer import Tokenizer
 from .counts import Counts, load_counts, merge_counts, save_counts
 from .training import DEFAULT_ROUNDS, count, train, train_from_counts
+from .extend import extend, initial_embeddings  # the module cnfmce.extend stays importable by name
 
 __all__ = [
     "__version__",
@@ -52,6 +55,8 @@ __all__ = [
     "train",
     "count",
     "train_from_counts",
+    "extend",
+    "initial_embeddings",
     "Counts",
     "save_counts",
     "load_counts",

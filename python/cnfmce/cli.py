@@ -4,6 +4,7 @@
 
     cnfmce train -o TOKENIZER --vocab-size N [--raw-vocab-size M] [--selection paper|refined|refined-scripts|refined-non-ascii] [--non-ascii-exponent E] [--raw-han-exponent A] [--field text] [--threads T] INPUT...
     cnfmce count -o COUNTS [--raw-vocab-size M] [--field text] [--threads T] INPUT...
+    cnfmce extend BASE -o TOKENIZER --new-tokens N [--raw-vocab-size M] [--field text] [--threads T] INPUT...
     cnfmce train -o TOKENIZER --vocab-size N --counts COUNTS INPUT...
     cnfmce encode -t TOKENIZER [INPUT...]     # one JSON list of ids per input document
     cnfmce demo                               # the main job on the small bundled corpus
@@ -231,6 +232,64 @@ def _cmd_count(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- cnfmce extend (vocabulary extension, docs/extend.md) ---------------------------------------
+
+def _cmd_extend(args: argparse.Namespace) -> int:
+    from .extend import extend, load_base
+    from .training import DEFAULT_ROUNDS
+    _check_output(args.output)
+    inputs = _input_paths(args.inputs)
+    base = load_base(args.base)
+    if args.special_token:
+        from .tokenizer import Tokenizer
+        if base.special_tokens:
+            raise ValueError(f"{args.base} has special tokens already; --special-token is for a "
+                             ".tiktoken base, which lists none")
+        top = max(base.token_bytes()) + 1
+        base = Tokenizer._build(*_with_specials(base, args.special_token, top))
+    tok = extend(base, inputs, args.new_tokens, raw_vocab_size=args.raw_vocab_size,
+                 rounds=args.rounds or DEFAULT_ROUNDS, num_threads=args.threads,
+                 progress=not args.quiet, memory_limit=args.memory_limit, field=args.field)
+    tok.save(args.output)
+    if not args.quiet:
+        first = tok.metadata["extension"]["first_new_id"]
+        n = tok.metadata["extension"]["new_tokens"]
+        print(f"wrote {args.output} ({tok.vocab_size:,} ids: the base's and {n:,} new ones from "
+              f"id {first:,})", file=sys.stderr)
+    return 0
+
+
+def _with_specials(base: Any, specials: Sequence[str], first: int) -> Any:
+    """The arguments of ``Tokenizer._build`` for ``base`` with the special tokens ``S=ID`` (or
+    ``S``: the ids from ``first`` on, in order)."""
+    from .tokenizer import _check_options
+    ids, toks = base._core.tokens()
+    pairs = []
+    for k, s in enumerate(specials):
+        name, eq, num = s.rpartition("=")
+        pairs.append((name.encode("utf-8"), int(num)) if eq and name and num.isdigit()
+                     else (s.encode("utf-8"), first + k))
+    opts = _check_options(base.algorithm, base.boundary_penalty, base.token_preference)
+    return toks, ids, pairs, opts
+
+
+def _add_extend(sub: Any, inputs_help: str) -> None:
+    x = sub.add_parser("extend", help="add CNF tokens to an existing vocabulary, keeping every id")
+    x.add_argument("base", metavar="BASE", help="the vocabulary to extend: a cnfmce file, a .tiktoken file or a tokenizer.json")
+    x.add_argument("-o", "--output", required=True, help="tokenizer file to write (.json or .json.gz)")
+    x.add_argument("--new-tokens", type=_positive_int, required=True, metavar="N", help="new tokens to add (ids after the base's largest)")
+    x.add_argument("--raw-vocab-size", type=_positive_int, default=None, metavar="M", help="new candidates kept by counting (default: a multiple of N)")
+    x.add_argument("--special-token", action="append", default=[], metavar="S",
+                   help="a special token of a .tiktoken base, S or S=ID (repeatable; without =ID the ids "
+                        "after its last token), e.g. '<|endoftext|>=199999' for o200k_base")
+    x.add_argument("--memory-limit", type=_size, default=None, metavar="SIZE", help="memory bound for counting, e.g. 8G")
+    x.add_argument("--rounds", type=_rounds, default=None, help="counting rounds, e.g. 1-12:0,13-21:80,22-30:80")
+    x.add_argument("--field", default="text", help="JSON field / parquet column with the text (default text)")
+    x.add_argument("inputs", nargs="+", metavar="INPUT", help=inputs_help)
+    _add_common(x)
+    x.set_defaults(func=_cmd_extend)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
     run_demo(vocab_size=args.vocab_size, output=args.output, progress=not args.quiet,
@@ -451,6 +510,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(c)
     _add_backend(c)
     c.set_defaults(func=_cmd_count)
+
+    _add_extend(sub, inputs_help)
 
     d = sub.add_parser("demo", help="train on the bundled sample corpus and compare with BPE")
     d.add_argument("--vocab-size", type=_positive_int, default=8192, metavar="N", help="vocabulary size (default 8192)")

@@ -84,7 +84,7 @@ from . import _core, formats
 from .errors import UnknownIdError
 from .tokenizer import Tokenizer
 
-__all__ = ["CnfmceTokenizer", "DecodeStream", "Encoding", "VOCAB_FILE", "MODULE_FILE"]
+__all__ = ["CnfmceTokenizer", "DecodeStream", "Encoding", "VOCAB_FILE", "MODULE_FILE", "resize_embeddings"]
 
 if int(transformers.__version__.split(".")[0]) < 5:  # pragma: no cover - needs transformers 4
     raise ImportError(f"cnfmce.hf needs transformers 5.x, found {transformers.__version__}: "
@@ -1152,3 +1152,7 @@ def _is_regular(tok: Tokenizer, i: int) -> bool:
     except (KeyError, ValueError):
         return False
     return i not in tok.special_tokens.values()
+
+
+# Vocabulary extension: resize a model's embeddings for an extended tokenizer and fill the new rows.
+from .extend import resize_model_embeddings as resize_embeddings  # noqa: E402

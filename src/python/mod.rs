@@ -4,6 +4,7 @@
 
 mod blocks;
 mod counter;
+mod extend;
 mod filter;
 mod ints;
 mod options;
@@ -89,6 +90,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<counter::PyCounter>()?;
     m.add_class::<filter::PyFilter>()?;
     m.add_class::<trainer::PyTrainer>()?;
+    m.add_class::<extend::PyExtender>()?;
+    m.add_function(wrap_pyfunction!(extend::pieces_over, m)?)?;
     m.add_class::<reader::PyCorpusReader>()?;
     m.add_class::<reader::PyTextBlock>()?;
     m.add_class::<blocks::PySurvivors>()?;
