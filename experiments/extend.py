@@ -32,7 +32,6 @@ import gzip
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -132,7 +131,8 @@ def _done(out: str, info: Dict[str, Any], t0: float) -> None:
 
 def worker(args: Sequence[str]) -> None:
     import cnfmce
-    kind, out = args[0], args[1]
+    # python extend.py --worker KIND [EXTRA...] OUT.run (common.run_training's order)
+    kind, out, extra = args[0], args[-1][:-len(".run")], args[1:-1]
     t0 = time.perf_counter()
     paths = train_paths()
     if kind in ("o200k-ext", "qwen-ext", "o200k-ext-raw40", "o200k-ext-nonascii"):
@@ -145,7 +145,7 @@ def worker(args: Sequence[str]) -> None:
         tok.save(out)
         _done(out, {"metadata": {k: tok.metadata[k] for k in ("counting", "extend_passes", "used_new_tokens")}}, t0)
     elif kind in ("cnf128k", "scratch"):
-        size = 128_000 if kind == "cnf128k" else int(args[2])
+        size = 128_000 if kind == "cnf128k" else int(extra[0])
         tok = cnfmce.train(paths, vocab_size=size, selection="refined", memory_limit=C.MEMORY_LIMIT)
         tok.save(out)
         _done(out, {"vocab_size": size}, t0)
@@ -168,22 +168,13 @@ def worker(args: Sequence[str]) -> None:
 
 
 def run_worker(kind: str, out: Path, *extra: str) -> Dict[str, Any]:
-    rec = Path(str(out) + ".record.json")
-    if out.exists() and rec.exists():
-        return json.loads(rec.read_text())
-    run_json = Path(str(out) + ".run.json")
-    if out.exists() and run_json.exists():  # a worker run by hand (peak RSS from its own getrusage)
-        return json.loads(run_json.read_text())
-    load0 = os.getloadavg()
-    proc = subprocess.Popen([sys.executable, __file__, "--worker", kind, str(out), *extra])
-    _, status, ru = os.wait4(proc.pid, 0)
-    if status != 0:
-        raise RuntimeError(f"worker {kind} failed ({status})")
-    info = json.loads(Path(str(out) + ".run.json").read_text())
-    info.update(peak_rss=ru.ru_maxrss * 1024, cpu_s=round(ru.ru_utime + ru.ru_stime, 1),
-                load_before=load0, load_after=os.getloadavg())
-    rec.write_text(json.dumps(info))
-    return info
+    """The worker ``kind`` in its own process (common.run_training), writing ``out``; the record
+    of an earlier run with the same arguments is reused while ``out`` exists."""
+    params = {"kind": kind, "extra": list(extra)}
+    rec = C.cached_training(Path(out), params)
+    if rec is not None and Path(out).exists():
+        return rec
+    return C.run_training(__file__, [kind, *extra], Path(out), params, kind)
 
 
 def hf_o200k():
@@ -433,9 +424,5 @@ def eval_variant(kind: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        worker(sys.argv[2:])
-    elif len(sys.argv) > 1 and sys.argv[1] == "--eval-variant":
-        eval_variant(sys.argv[2])
-    else:
-        C.experiment_main(NAME, __doc__, run, render)
+    C.experiment_main(NAME, __doc__, run, render,
+                      commands={"--worker": lambda *a: worker(a), "--eval-variant": eval_variant})

@@ -1,7 +1,7 @@
 """How many documents get different ids when MCE encodes with a published BPE vocabulary instead of
 that vocabulary's own BPE: the share behind docs/encoding.md's warning.
 
-    python experiments/id_change.py [--categories en,zh,code] [--max-docs N]
+    python experiments/id_change.py [--quick] [--render]
 
 For each vocabulary (o200k_base through tiktoken; Qwen3.5 and Llama 3 through Hugging Face
 `tokenizers`) and each shared test set, every document is encoded by the vocabulary's own
@@ -12,7 +12,6 @@ differ anywhere. Also prints the token counts of both. Writes docs/results/id_ch
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import sys
@@ -41,19 +40,19 @@ def docs_of(category: str, limit: int):
     return out[:limit]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--categories", default="en,code,zh,multi")
-    ap.add_argument("--max-docs", type=int, default=10 ** 9)
-    args = ap.parse_args()
-    cats = args.categories.split(",")
+CATEGORIES = ("en", "code", "zh", "multi")
+
+
+def run(args) -> dict:
+    """Every document of each test set (``--quick``: the first 20), both encoders."""
+    limit = 20 if args.quick else 10 ** 9
     t0 = time.time()
     rows = []
     for name, (spec, mce_loader) in VOCABS.items():
         bpe = load_encoder(spec, vocab_dir=common.VOCABS)
         mce = mce_loader()
-        for cat in cats:
-            docs = docs_of(cat, args.max_docs)
+        for cat in CATEGORIES:
+            docs = docs_of(cat, limit)
             a = bpe.encode_batch(docs)
             b = mce.encode_batch(docs)
             changed = sum(x != y for x, y in zip(a, b))
@@ -63,9 +62,11 @@ def main() -> None:
             print(f"{name:11s} {cat:6s} {changed}/{len(docs)} documents changed "
                   f"({100 * changed / len(docs):.1f}%); tokens BPE {rows[-1]['bpe_tokens']:,} "
                   f"MCE {rows[-1]['mce_tokens']:,}", flush=True)
-    res = {"command": "python experiments/id_change.py " + " ".join(sys.argv[1:]), "rows": rows,
-           "wall_s": round(time.time() - t0, 1)}
-    (common.RESULTS / "id_change.json").write_text(json.dumps(res, indent=1) + "\n")
+    return {"command": "python experiments/id_change.py" + (" --quick" if args.quick else ""), "rows": rows,
+            "wall_s": round(time.time() - t0, 1)}
+
+
+def render(res: dict, md: Path) -> None:
     lines = ["# MCE on a published vocabulary: how many documents get different ids", "",
              f"* Command: `{res['command'].strip()}`",
              "* Data: the shared test sets (`test.jsonl.gz` of each category), every document.",
@@ -74,11 +75,11 @@ def main() -> None:
              "MCE on the same vocabulary give different id lists.", "",
              "| vocabulary | test set | documents | changed | share changed | tokens (BPE) | tokens (MCE) |",
              "|---|---|---:|---:|---:|---:|---:|"]
-    for r in rows:
+    for r in res["rows"]:
         lines.append(f"| {r['vocabulary']} | {r['test_set']} | {r['documents']:,} | {r['changed']:,} | "
                      f"{100 * r['share_changed']:.1f}% | {r['bpe_tokens']:,} | {r['mce_tokens']:,} |")
-    (common.RESULTS / "id_change.md").write_text("\n".join(lines) + "\n")
+    md.write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    common.experiment_main("id_change", __doc__, run, render)

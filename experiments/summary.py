@@ -244,11 +244,20 @@ those the raw vocabulary lacks (kept in step 6; `BF_SIZE=N python experiments/sc
 """
 
 
+# pages beside the paper's experiments and the compression log below
+ALSO_HERE = ("Also here: [readme_log.md](readme_log.md) (the results summary, measured training options and "
+             "performance notes the README used to carry), [id_change.md](id_change.md) (how many documents "
+             "get different ids when MCE encodes with a published BPE vocabulary; `python "
+             "experiments/id_change.py`) and [extend.md](extend.md) (vocabulary extension: o200k_base and "
+             "Qwen3.5 extended with CNF tokens against the other routes; `python experiments/extend.py`).\n")
+
+
 def main() -> None:
     args = C.parser(__doc__, render=None).parse_args()
     res = load(args.quick)
     base = (C.OUT / "quick-results") if args.quick else C.RESULTS
     lines = ["# Results: reproducing the paper's experiments", ""]
+    lines.append(ALSO_HERE)
     lines.append("Each experiment is one command, run from the repository root; it caches trained "
                  "tokenizers and counts under `experiments/out/` (not committed) and writes a page, "
                  "its JSON numbers and plots here. Every number on a page comes from the JSON of the "
