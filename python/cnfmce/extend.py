@@ -55,19 +55,11 @@ def load_base(base: Union[Tokenizer, "os.PathLike[str]", str]) -> Tokenizer:
         return base
     if not isinstance(base, (str, os.PathLike)):
         raise TypeError(f"base must be a cnfmce.Tokenizer or a path, got {type(base).__name__}")
-    from .formats import tokenizer_file_kind
+    from .loading import load_tokenizer_file
     path = os.fspath(base)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such tokenizer file: {path}")
-    kind = tokenizer_file_kind(path)
-    if kind == "tiktoken":
-        return Tokenizer.from_tiktoken(path)
-    if kind == "hf":
-        return Tokenizer.from_hf(path)
-    if kind == "sentencepiece":
-        raise ValueError(f"{path}: a SentencePiece model has no byte vocabulary cnfmce can extend "
-                         "(use a cnfmce, tiktoken or tokenizer.json file)")
-    return Tokenizer.load(path)
+    return load_tokenizer_file(path)
 
 
 def _u32(values: Sequence[int]) -> str:
