@@ -40,7 +40,10 @@ def subcommands(parser: argparse.ArgumentParser):
 
 
 def render() -> str:
-    sys.path.insert(0, str(HERE.parent / "python"))
+    try:  # the installed package (a checkout's python/ has no compiled core unless built in place)
+        import cnfmce  # noqa: F401
+    except ImportError:
+        sys.path.insert(0, str(HERE.parent / "python"))
     from cnfmce.cli import build_parser
     os.environ["COLUMNS"] = "100"
     parser = build_parser()

@@ -63,6 +63,7 @@ thread_local! {
 /// the threads of a rayon pool: for a batch too small to be worth waking other threads (their
 /// hand-off costs far more than encoding a short document), or one that would run on one
 /// thread anyway.
+#[cfg_attr(not(feature = "python"), allow(dead_code))] // the PyO3 layer's small batches
 pub(crate) fn on_this_thread<R>(f: impl FnOnce() -> R) -> R {
     /// Restores the flag as it was, also when `f` panics.
     struct Restore(bool);

@@ -247,7 +247,7 @@ def test_cli(base, tmp_path):
     bp = tmp_path / "base.json"
     base.save(bp)
     out = tmp_path / "x.json"
-    env = dict(__import__("os").environ, PYTHONPATH=str(REPO / "python"))
+    env = dict(__import__("os").environ, PYTHONPATH=str(Path(cnfmce.__file__).resolve().parent.parent))
     r = subprocess.run([sys.executable, "-m", "cnfmce.cli", "extend", str(bp), "-o", str(out),
                         "--new-tokens", "40", "--quiet", "--threads", "1", str(SAMPLE)],
                        capture_output=True, text=True, env=env)
@@ -266,7 +266,7 @@ def test_tiktoken_base_with_special_ids_cli(tmp_path):
     tk = tmp_path / "b.tiktoken"
     tk.write_text("".join(f"{base64.b64encode(t).decode()} {i}\n" for i, t in enumerate(toks)))
     out = tmp_path / "x.json"
-    env = dict(__import__("os").environ, PYTHONPATH=str(REPO / "python"))
+    env = dict(__import__("os").environ, PYTHONPATH=str(Path(cnfmce.__file__).resolve().parent.parent))
     r = subprocess.run([sys.executable, "-m", "cnfmce.cli", "extend", str(tk), "-o", str(out),
                         "--new-tokens", "20", "--special-token", "<|endoftext|>=260", "--quiet",
                         str(SAMPLE)], capture_output=True, text=True, env=env)

@@ -30,7 +30,7 @@ from conftest import REPO
 
 BYTES = [bytes([b]) for b in range(256)]
 T = cnfmce.Tokenizer
-PYPATH = str(REPO / "python")
+PYPATH = str(Path(cnfmce.__file__).resolve().parent.parent)  # the cnfmce under test (installed or in place)
 ENV = dict(os.environ, PYTHONPATH=PYPATH + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
