@@ -32,6 +32,17 @@ def pytest_configure(config):
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_ignore_collect(collection_path, config):
+    """transformers' common tokenizer suite (tests/test_hf_conformance.py) is fetched from PyPI by
+    .ci/run (``CNFMCE_TRANSFORMERS_TESTS``); a checkout without it leaves that module out instead
+    of reporting it skipped. In CI (``CNFMCE_REQUIRE_SHARED=1``) it is always collected, so a
+    missing suite fails there."""
+    if (collection_path.name == "test_hf_conformance.py" and not os.environ.get("CNFMCE_TRANSFORMERS_TESTS")
+            and not os.environ.get("CNFMCE_REQUIRE_SHARED")):
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     """Marks the tests that use a shared-data fixture ``shared``; without ``-m``, deselects the
     shared tier, so a clone without the data neither runs nor skips those tests."""

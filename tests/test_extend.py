@@ -292,6 +292,7 @@ def o200k_extended():
     return o200k, cnfmce.extend(o200k, train, 2000, progress=False)
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize("cat", ["en", "sci", "math", "code", "zh", "multi"])
 def test_shared_cost_never_above_o200k(o200k_extended, cat):
     """On every shared test set's first documents, the MCE cost of cnfmce's encoding with
