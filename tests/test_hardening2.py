@@ -533,11 +533,12 @@ def test_sigint_during_imports_is_not_a_traceback(tmp_path):
     script = tmp_path / "cnfmce"
     script.write_text("import sys\nsys.stderr.write('ready\\n'); sys.stderr.flush()\n"
                       "from cnfmce.cli import main\nsys.exit(main())\n")
-    (tmp_path / "c.jsonl").write_text(jsonl(["a b"] * 20000))
+    # ~28 MB on one thread (about 2 s): still running at the last delay, also on an idle machine
+    (tmp_path / "c.jsonl").write_text(jsonl(["a b " * 20] * 300000))
     T.from_tokens(BYTES).save(tmp_path / "tok.json")
     for delay in (0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3):
         p = subprocess.Popen([sys.executable, str(script), "tokenize", "-t", "tok.json", "-o",
-                              f"o{delay}", "--format", "npy", "--quiet", "c.jsonl"], cwd=tmp_path,
+                              f"o{delay}", "--format", "npy", "--quiet", "--threads", "1", "c.jsonl"], cwd=tmp_path,
                              env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert p.stderr.readline() == b"ready\n"
         time.sleep(delay)
