@@ -56,6 +56,26 @@ pub(crate) struct PyCoreTokenizer {
 }
 
 impl PyCoreTokenizer {
+    /// The documents of a `TextBlock` encoded (call it with the GIL released), and their UTF-8
+    /// sizes: on the calling thread when `on_caller` says so, else in the pool of `num_threads`.
+    fn encode_block(
+        &self,
+        block: &super::reader::PyTextBlock,
+        allowed: Option<&SpecialMatcher>,
+        num_threads: Option<usize>,
+    ) -> PyResult<(Vec<Vec<u32>>, Vec<usize>)> {
+        let t = block.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let docs = t.slices();
+        let sizes: Vec<usize> = docs.iter().map(|d| d.len()).collect();
+        let run = || self.inner.encode_batch(&docs, allowed);
+        let all = if on_caller(&batch_helpers(num_threads, docs.len())?, &sizes) {
+            guarded(|| crate::tokenizer::on_this_thread(run))?
+        } else {
+            guarded(|| in_pool(num_threads, run))??
+        };
+        Ok((all, sizes))
+    }
+
     pub(crate) fn wrap(inner: Tokenizer) -> Self {
         let bound = inner
             .specials()
@@ -507,19 +527,7 @@ impl PyCoreTokenizer {
         if itemsize != 2 && itemsize != 4 {
             return Err(PyValueError::new_err("itemsize must be 2 or 4"));
         }
-        let (all, sizes) = py.detach(|| {
-            let t = block.inner.lock().unwrap_or_else(|p| p.into_inner());
-            let docs = t.slices();
-            let sizes: Vec<usize> = docs.iter().map(|d| d.len()).collect();
-            let run = || self.inner.encode_batch(&docs, None);
-            let here = batch_helpers(num_threads, docs.len()).map(|h| on_caller(&h, &sizes));
-            let all = match here {
-                Ok(true) => guarded(|| crate::tokenizer::on_this_thread(run)),
-                Ok(false) => guarded(|| in_pool(num_threads, run)).and_then(|r| r),
-                Err(e) => Err(e),
-            };
-            all.map(|all| (all, sizes))
-        })?;
+        let (all, sizes) = py.detach(|| self.encode_block(block, None, num_threads))?;
         let extra = bos.is_some() as usize + eos.is_some() as usize;
         let total: usize = all.iter().map(|d| d.len() + extra).sum();
         let tokens = PyByteArray::new_with(py, total * itemsize, |buf| {
@@ -556,19 +564,7 @@ impl PyCoreTokenizer {
         num_threads: Option<usize>,
     ) -> PyResult<FlatIds<'py>> {
         let m = allowed.map(|a| &a.get().inner);
-        let (all, sizes) = py.detach(|| {
-            let t = block.inner.lock().unwrap_or_else(|p| p.into_inner());
-            let docs = t.slices();
-            let sizes: Vec<usize> = docs.iter().map(|d| d.len()).collect();
-            let run = || self.inner.encode_batch(&docs, m);
-            let here = batch_helpers(num_threads, docs.len()).map(|h| on_caller(&h, &sizes));
-            let all = match here {
-                Ok(true) => guarded(|| crate::tokenizer::on_this_thread(run)),
-                Ok(false) => guarded(|| in_pool(num_threads, run)).and_then(|r| r),
-                Err(e) => Err(e),
-            };
-            all.map(|all| (all, sizes))
-        })?;
+        let (all, sizes) = py.detach(|| self.encode_block(block, m, num_threads))?;
         flat(py, &all, &sizes)
     }
 
