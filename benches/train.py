@@ -233,8 +233,7 @@ def train_one(trainer: str, docs: List[str], vocab: int, spec: Dict[str, Any]
             kw["raw_vocab_size"] = 20 * vocab
         if base == "cnfmce-mem4g":
             kw["memory_limit"] = 4 * 10**9
-        if selection != "paper":
-            kw["selection"] = selection
+        kw["selection"] = selection  # explicit: the library's default selection is another
         tok = cnfmce.train(docs, vocab_size=vocab, progress=False, **kw)
 
         def post() -> Dict[str, Any]:

@@ -113,8 +113,13 @@ def family(source: str, codes: Sequence[str]) -> str:
     return source
 
 
-def choose(sc: Dict[str, Any]) -> Dict[str, Any]:
-    """The held-out families and the bookkeeping that chose them (see the module docstring)."""
+def choose(sc: Dict[str, Any], seed: str = SEED, exclude: Sequence[str] = (),
+           keep_lang: float = KEEP_LANG) -> Dict[str, Any]:
+    """The held-out families and the bookkeeping that chose them (see the module docstring).
+    ``seed``, ``exclude`` (families already held out by another set, which are not chosen and
+    count against every language's share) and ``keep_lang`` (the share of each language's
+    training bytes that must stay in training, counting ``exclude``) make other held-out sets
+    (``experiments/defaults.py``'s test split) by the same rule."""
     codes = language_codes(sc)
     cat_total: Counter = Counter()         # category -> bytes (train + test)
     lang_train: Counter = Counter()        # (category, lang) -> training bytes
@@ -129,20 +134,22 @@ def choose(sc: Dict[str, Any]) -> Dict[str, Any]:
         if split == "train":
             lang_train[(cat, lang)] += nbytes
             fam_lang_train[f][(cat, lang)] += nbytes
-    order = sorted(members, key=lambda f: hashlib.sha256((SEED + f).encode()).hexdigest())
+    order = sorted(members, key=lambda f: hashlib.sha256((seed + f).encode()).hexdigest())
     held: Counter = Counter()
     held_lang: Counter = Counter()
+    for f in exclude:
+        held_lang.update(fam_lang_train[f])
     chosen: List[str] = []
     for cat in FILL_ORDER:
         for f in order:
-            if f in chosen or not fam_bytes[f][cat]:
+            if f in chosen or f in exclude or not fam_bytes[f][cat]:
                 continue
             add = fam_bytes[f]
             if held[cat] + add[cat] > CAP * cat_total[cat]:
                 continue
             if any(held[o] + add[o] > OTHER_CAP * cat_total[o] for o in add):
                 continue
-            if any(held_lang[cl] + b > (1 - KEEP_LANG) * lang_train[cl]
+            if any(held_lang[cl] + b > (1 - keep_lang) * lang_train[cl]
                    for cl, b in fam_lang_train[f].items() if cl[0] in HUMAN_LANG_CATEGORIES):
                 continue
             held.update(add)

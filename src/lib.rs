@@ -35,6 +35,7 @@
 //! ```
 
 mod automaton;
+mod balance;
 mod cost;
 mod count;
 mod error;
@@ -63,9 +64,11 @@ mod vocab;
 mod python;
 
 pub use count::{
-    count_block, partition_of, rounds_warning, validate_rounds, BlockCounter, BlockCounts, Counter, CountsMerger, Part,
-    Round, RoundSelector, RoundStats, Selection, Survivors, DEFAULT_ROUNDS, MAX_CANDIDATE_LEN,
+    count_block, partition_of, rounds_warning, scaled_threshold, validate_rounds, BlockCounter, BlockCounts, Counter,
+    CountsMerger, Part, Round, RoundSelector, RoundStats, Selection, Survivors, BYTES_PER_THRESHOLD, DEFAULT_ROUNDS,
+    MAX_CANDIDATE_LEN, MIN_SCALED_THRESHOLD, PAPER_THRESHOLD,
 };
+pub use balance::{balance_settings, BalanceSettings, BALANCE_ANCHORS, DEFAULT_BALANCE};
 pub use error::Error;
 pub use extend::{pieces_over, Base, ExtendPassStats, Extended, Extender};
 pub(crate) use error::show_bytes;

@@ -426,6 +426,19 @@ impl Trainer {
         Ok(pass)
     }
 
+    /// During the first counting round: the threshold of every later round becomes `threshold`
+    /// (in the counter and in [`Trainer::config`]'s rounds); see [`Counter::set_later_thresholds`].
+    pub fn set_later_thresholds(&mut self, threshold: u64) -> Result<(), Error> {
+        match (&mut self.stage, self.current) {
+            (Stage::Counting(c), Some(Pass::Count { index: 0, .. })) => c.set_later_thresholds(threshold)?,
+            _ => return Err(Error::Value("later thresholds can only be set during the first round".into())),
+        }
+        for r in self.config.rounds.iter_mut().skip(1) {
+            r.threshold = threshold;
+        }
+        Ok(())
+    }
+
     /// Feeds a batch of documents to the pass in progress (parallel on the current rayon pool).
     pub fn add(&mut self, docs: &[&[u8]]) -> Result<(), Error> {
         self.in_pass()?;

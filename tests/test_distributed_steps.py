@@ -43,7 +43,7 @@ def _merged(parts, empty):
 def test_blocks_give_the_local_tokenizer():
     docs = _docs()
     kw = dict(vocab_size=320, raw_vocab_size=2000, rounds=ROUNDS, special_tokens=["<|end|>"],
-              boundary_penalty=0.1, progress=False)
+              boundary_penalty=0.1, progress=False, selection="paper")  # the core Trainer's default
     local = cnfmce.train(docs, **kw)
     opts = _core.Options("mce", 0.1, True)
     rng = random.Random(1)

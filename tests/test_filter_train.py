@@ -22,8 +22,11 @@ from train_helpers import (HUGE, SENTENCES, brute_count, brute_rounds, expected_
 ROUNDS = ((1, 8, 0), (9, 16, 2))
 
 
+# The paper's filtering (SPEC section 4) is selection="paper"; the default selection is tested in
+# tests/test_refined_selection.py and tests/test_defaults.py.
 def tfc(counts, docs, vocab_size, **kw):
     kw.setdefault("progress", False)
+    kw.setdefault("selection", "paper")
     return cnfmce.train_from_counts(counts, docs, vocab_size=vocab_size, **kw)
 
 
@@ -31,6 +34,7 @@ def train(docs, vocab_size, **kw):
     kw.setdefault("progress", False)
     kw.setdefault("rounds", ROUNDS)
     kw.setdefault("raw_vocab_size", HUGE)
+    kw.setdefault("selection", "paper")
     return cnfmce.train(docs, vocab_size=vocab_size, **kw)
 
 

@@ -82,11 +82,13 @@ def test_train_equals_train_from_counts_of_the_pool(mixed):
         tok = cnfmce.train(mixed, raw_vocab_size=m, raw_han_exponent=0.5, **kw)
         assert tok.metadata["raw_han_exponent"] == 0.5
         assert tok.metadata["counting"]["raw_vocab_size"] == m * _core.HAN_POOL_PER_RAW
-        pool = cnfmce.count(mixed, raw_vocab_size=m * _core.HAN_POOL_PER_RAW, progress=False)
+        # the same rounds as train's: the paper's for selection="paper", else scaled (count's default)
+        rounds = cnfmce.DEFAULT_ROUNDS if selection == "paper" else None
+        pool = cnfmce.count(mixed, raw_vocab_size=m * _core.HAN_POOL_PER_RAW, progress=False, rounds=rounds)
         again = cnfmce.train_from_counts(pool, mixed, raw_vocab_size=m, raw_han_exponent=0.5, **kw)
         assert again.token_bytes() == tok.token_bytes()
         # larger counts hold the same pool
-        big = cnfmce.count(mixed, raw_vocab_size=m * 6, progress=False)
+        big = cnfmce.count(mixed, raw_vocab_size=m * 6, progress=False, rounds=rounds)
         assert cnfmce.train_from_counts(big, mixed, raw_vocab_size=m, raw_han_exponent=0.5,
                                         **kw).token_bytes() == tok.token_bytes()
         plain = cnfmce.train(mixed, raw_vocab_size=m, **kw)
@@ -97,14 +99,16 @@ def test_train_equals_train_from_counts_of_the_pool(mixed):
 
 def test_non_ascii_exponent(mixed):
     kw = dict(vocab_size=1500, raw_vocab_size=15_000, progress=False, selection="refined-non-ascii")
-    default = cnfmce.train(mixed, **kw)
-    assert default.metadata["non_ascii_exponent"] == _core.NON_ASCII_SHARE_EXPONENT
-    assert cnfmce.train(mixed, non_ascii_exponent=_core.NON_ASCII_SHARE_EXPONENT, **kw).token_bytes() == default.token_bytes()
+    default = cnfmce.train(mixed, **kw)  # the exponent the default balance sets
+    e = _core.balance_settings(_core.DEFAULT_BALANCE, 1500)[0]
+    assert default.metadata["non_ascii_exponent"] == e and default.metadata["balance"] == _core.DEFAULT_BALANCE
+    assert cnfmce.train(mixed, non_ascii_exponent=e, **kw).token_bytes() == default.token_bytes()
     na = lambda t: sum(len(b) > 1 and not b.isascii() for b in t.token_bytes().values())  # noqa: E731
     equal = cnfmce.train(mixed, non_ascii_exponent=1.0, **kw)
+    half = cnfmce.train(mixed, non_ascii_exponent=0.5, **kw)
     none = cnfmce.train(mixed, non_ascii_exponent=0, **kw)
-    assert equal.metadata["non_ascii_exponent"] == 1.0
-    assert na(equal) > na(default) > na(none)
+    assert equal.metadata["non_ascii_exponent"] == 1.0 and "balance" not in equal.metadata
+    assert na(equal) > na(half) > na(none)
 
 
 def test_bad_exponents(mixed):
@@ -115,8 +119,8 @@ def test_bad_exponents(mixed):
                           (dict(raw_han_exponent=-0.1), ValueError, "from 0 to 4"),
                           (dict(raw_han_exponent=float("inf")), ValueError, "from 0 to 4"),
                           (dict(raw_han_exponent=float("nan")), ValueError, "from 0 to 4"),
-                          (dict(non_ascii_exponent=None, raw_han_exponent=None), TypeError, "must be a number"),
-                          (dict(non_ascii_exponent=1.0), ValueError, "refined-non-ascii"),
+                          (dict(selection="paper", non_ascii_exponent=1.0), ValueError, "refined-non-ascii"),
+                          (dict(selection="refined", non_ascii_exponent=0.5), ValueError, "refined-non-ascii"),
                           (dict(selection="refined-non-ascii", non_ascii_exponent=9), ValueError, "from 0 to 4"),
                           (dict(selection="refined-non-ascii", non_ascii_exponent=[1]), TypeError, "must be a number")]:
         with pytest.raises(err, match=msg):
@@ -148,7 +152,8 @@ def test_cli(mixed, tmp_path):
         r = subprocess.run(bad, capture_output=True, text=True)
         assert r.returncode == 2 and flag in r.stderr, r.stderr
     r = subprocess.run([sys.executable, "-m", "cnfmce.cli", "train", "-o", str(tmp_path / "p.json"), "--vocab-size", "400",
-                        "--non-ascii-exponent", "1", "--quiet", str(src)], capture_output=True, text=True)
+                        "--selection", "paper", "--non-ascii-exponent", "1", "--quiet", str(src)],
+                       capture_output=True, text=True)
     assert r.returncode != 0 and "refined-non-ascii" in r.stderr, r.stderr
 
 

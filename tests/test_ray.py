@@ -138,12 +138,21 @@ def test_train_from_parquet_counts_on_ray(cluster, corpus, tmp_path):
         pq.write_table(pa.table({"token": pa.array([t for t, _ in part], pa.binary()),
                                  "count": pa.array([c for _, c in part], pa.int64())}),
                        d / f"part-{k:05d}.parquet", row_group_size=4000)
-    want = cnfmce.train_from_counts(tmp_path / "c.tsv.gz", corpus, vocab_size=VOCAB, progress=False)
+    # the paper's rule reads the candidates only: the counts file and the parquet parts agree
+    want = cnfmce.train_from_counts(tmp_path / "c.tsv.gz", corpus, vocab_size=VOCAB, progress=False,
+                                    selection="paper")
     got = cnfmce.train_from_counts(str(d), corpus, vocab_size=VOCAB, progress=False, backend="ray",
-                                   block_size=300_000)
+                                   block_size=300_000, selection="paper")
     assert vocabulary(got) == vocabulary(want)
     assert got.metadata["filtering"]["tokens"] == want.metadata["filtering"]["tokens"]
     assert got.metadata["filtering"]["actors"] == 1
+    # the default selection also covers characters, whose exact counts the parquet parts lack (the
+    # counts file has them): on the same parquet counts, the cluster gives the local result
+    want = cnfmce.train_from_counts(str(d), corpus, vocab_size=VOCAB, progress=False)
+    got = cnfmce.train_from_counts(str(d), corpus, vocab_size=VOCAB, progress=False, backend="ray",
+                                   block_size=300_000)
+    assert vocabulary(got) == vocabulary(want)
+    assert got.metadata["selection"] == want.metadata["selection"] == "refined-non-ascii"
 
 
 def test_worker_killed_mid_round(cluster, corpus, local, tmp_path):

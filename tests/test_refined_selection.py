@@ -257,7 +257,10 @@ def _trained_as_reference(counts, docs, k, selection, **rule):
     """Trains from ``counts`` with ``selection`` and checks it against the slow reference of the
     rule (``rule``: the flag of ``expected_refined``); returns the reference tokens and the tokenizer."""
     want, passes = expected_refined(counts, docs, k, **rule)
-    tok = tfc(counts, docs, k, selection=selection)
+    # the reference weighs with NON_ASCII_SHARE_EXPONENT (the default selection's exponent is set
+    # by balance: tests/test_defaults.py)
+    exp = {"non_ascii_exponent": NON_ASCII_SHARE_EXPONENT} if selection == "refined-non-ascii" else {}
+    tok = tfc(counts, docs, k, selection=selection, **exp)
     assert tokens_of(tok) == want
     assert tok.metadata["selection"] == selection
     assert len(tok.metadata["refining"]) == passes >= 1
@@ -268,6 +271,8 @@ def _trained_with_counting(docs, k, selection, **rule):
     """``cnfmce.train`` with ``selection`` at 1 thread equals the reference over ``cnfmce.count``'s
     counts, and at 2 threads the 1-thread result; returns the 1-thread tokenizer."""
     kw = dict(rounds=ROUNDS, raw_vocab_size=1500, progress=False, selection=selection)
+    if selection == "refined-non-ascii":
+        kw["non_ascii_exponent"] = NON_ASCII_SHARE_EXPONENT
     one = cnfmce.train(docs, vocab_size=k, num_threads=1, **kw)
     c = cnfmce.count(docs, raw_vocab_size=1500, rounds=ROUNDS, progress=False)
     # counting keeps every character's count beside the cut (coverage and step 6 see them all)
@@ -345,9 +350,14 @@ def test_train_selection_paper_and_refined_on_raw_vocab_size():
     paper = cnfmce.train(docs, vocab_size=500, selection="paper", **kw)
     assert tokens_of(paper) == expected_vocabulary(c, docs, 500)
     assert paper.metadata["selection"] == "paper" and paper.metadata["refining"] == []
-    # the default is the paper's rule (SPEC section 4), token for token
+    # the default is "refined-non-ascii" with the exponent the default balance sets (rounds given:
+    # used as given)
     default = cnfmce.train(docs, vocab_size=500, **kw)
-    assert default.token_bytes() == paper.token_bytes() and default.metadata["selection"] == "paper"
+    e = cnfmce._core.balance_settings(cnfmce._core.DEFAULT_BALANCE, 500)[0]
+    assert default.metadata["selection"] == "refined-non-ascii" and default.metadata["non_ascii_exponent"] == e
+    assert default.token_bytes() == cnfmce.train(docs, vocab_size=500, selection="refined-non-ascii",
+                                                 non_ascii_exponent=e, **kw).token_bytes()
+    assert default.token_bytes() != paper.token_bytes()
     assert tokens_of(ref) != tokens_of(paper)
 
 
@@ -398,7 +408,8 @@ def test_coverage_sees_characters_below_the_raw_vocabulary_cut():
     assert cut_only.metadata["covered_beyond_cut"] == 0
     assert tokens_of(cut_only) == expected_refined(cut, docs, k)[0] != tokens_of(tok)
     # the paper's rule does not look at characters: unchanged, and no such key in its metadata
-    paper = cnfmce.train(docs, vocab_size=k, raw_vocab_size=raw, rounds=ROUNDS, progress=False)
+    paper = cnfmce.train(docs, vocab_size=k, raw_vocab_size=raw, rounds=ROUNDS, progress=False,
+                         selection="paper")
     assert tokens_of(paper) == expected_vocabulary(counts, docs, k, raw_vocab_size=raw)
     assert "covered_beyond_cut" not in paper.metadata
 
@@ -526,8 +537,9 @@ def test_distributed_steps_refined_equal_local(selection):
     docs = _cjk_corpus(4, n=24) + list(SENTENCES)
     if selection == "refined-non-ascii":
         docs += _rare_characters_corpus(33)[:12]
+    exp = {"non_ascii_exponent": NON_ASCII_SHARE_EXPONENT} if selection == "refined-non-ascii" else {}
     local = cnfmce.train(docs, vocab_size=400, raw_vocab_size=1500, rounds=ROUNDS, selection=selection,
-                         progress=False)
+                         progress=False, **exp)
     opts = _core.Options.default()
     trainer = _core.Trainer(400, 1500, ROUNDS, [], opts, selection=selection)
     kinds = []

@@ -119,7 +119,7 @@ def test_the_training_runner_records_a_worker_run(tmp_path, monkeypatch):
         "    C.experiment_main('tiny', None, None, None, commands={'--worker': worker})\n")
     base = tmp_path / "run"
     info = C.run_training(str(script), ["400"], base, {"size": 400}, "tiny")
-    assert info["size"] == 400 and info["selection"] == "paper" and info["seconds"] >= 0
+    assert info["size"] == 400 and info["selection"] == "refined-non-ascii" and info["seconds"] >= 0
     assert info["params"] == {"size": 400} and info["peak_rss"] > 0
     import cnfmce
     assert cnfmce.Tokenizer.load(str(base) + ".run.cnfmce.json.gz").vocab_size == 400

@@ -2,7 +2,7 @@
 
 ::
 
-    cnfmce train -o TOKENIZER --vocab-size N [--raw-vocab-size M] [--selection paper|refined|refined-scripts|refined-non-ascii] [--non-ascii-exponent E] [--raw-han-exponent A] [--field text] [--threads T] INPUT...
+    cnfmce train -o TOKENIZER --vocab-size N [--balance B] [--raw-vocab-size M] [--selection paper|refined|refined-scripts|refined-non-ascii] [--non-ascii-exponent E] [--raw-han-exponent A] [--field text] [--threads T] INPUT...
     cnfmce count -o COUNTS [--raw-vocab-size M] [--field text] [--threads T] INPUT...
     cnfmce extend BASE -o TOKENIZER --new-tokens N [--raw-vocab-size M] [--field text] [--threads T] INPUT...
     cnfmce train -o TOKENIZER --vocab-size N --counts COUNTS INPUT...
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
 from . import __version__
-from ._core import DEFAULT_BOUNDARY_PENALTY
+from ._core import DEFAULT_BALANCE, DEFAULT_BOUNDARY_PENALTY
 from .errors import CnfmceError
 from .loading import load_tokenizer_file as _load_tokenizer
 
@@ -115,6 +115,17 @@ def _exponent(s: str) -> float:
     return v + 0.0
 
 
+def _balance(s: str) -> float:
+    """--balance: a number from 0 to 1."""
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+    if not 0 <= v <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {s!r}")
+    return v + 0.0
+
+
 def _penalty(s: str) -> float:
     try:
         v = float(s)
@@ -179,17 +190,17 @@ def _cli_inputs(args: argparse.Namespace) -> List[Any]:
 def _train_config(args: argparse.Namespace) -> Any:
     """The :class:`cnfmce.config.TrainConfig` of ``cnfmce train`` / ``cnfmce count``."""
     from .config import TrainConfig
-    from .training import DEFAULT_ROUNDS
     if args.command == "count":
         from ._core import DEFAULT_COUNT_RAW_VOCAB_SIZE
         return TrainConfig(raw_vocab_size=(DEFAULT_COUNT_RAW_VOCAB_SIZE if args.raw_vocab_size is None
                                            else args.raw_vocab_size),
-                           rounds=args.rounds or DEFAULT_ROUNDS, num_threads=args.threads,
+                           rounds=args.rounds, num_threads=args.threads,
                            progress=not args.quiet, memory_limit=args.memory_limit, field=args.field)
     return TrainConfig(vocab_size=args.vocab_size, raw_vocab_size=args.raw_vocab_size,
-                       rounds=args.rounds or DEFAULT_ROUNDS, special_tokens=args.special_token,
+                       rounds=args.rounds, special_tokens=args.special_token,
                        algorithm=args.algorithm, boundary_penalty=args.boundary_penalty,
-                       selection=args.selection, non_ascii_exponent=args.non_ascii_exponent,
+                       selection=args.selection, balance=args.balance,
+                       non_ascii_exponent=args.non_ascii_exponent,
                        raw_han_exponent=args.raw_han_exponent, num_threads=args.threads,
                        progress=not args.quiet, memory_limit=args.memory_limit, field=args.field)
 
@@ -478,20 +489,27 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--memory-limit", type=_size, default=None, metavar="SIZE", help="memory bound for counting, e.g. 8G (default: a sixth of the RAM, at least 1G)")
     t.add_argument("--rounds", type=_rounds, default=None, help="counting rounds, e.g. 1-12:0,13-21:80,22-30:80")
     t.add_argument("--algorithm", choices=["mce", "fmm"], default="mce", help="encoding algorithm saved with the tokenizer")
-    t.add_argument("--selection", choices=["paper", "refined", "refined-scripts", "refined-non-ascii"], default="paper",
-                   help="how the vocabulary is chosen: the paper's single filtering pass (paper, the "
-                        "default), refined (character coverage, refining passes, tokens saved; "
-                        "better compression, most on multilingual text) or refined-scripts (refined "
-                        "with tokens saved normalised by each script's share) or refined-non-ascii "
-                        "(refined with the tokens saved of the smaller of the ASCII and non-ASCII "
-                        "groups weighted up by their usage ratio)")
+    t.add_argument("--balance", type=_balance, default=None, metavar="B",
+                   help="0 to 1: how many ids go to the non-ASCII part of the mix (Chinese, other "
+                        "scripts, accented words): 0 ranks tokens by tokens saved over the mix as "
+                        "it is, 1 gives the ASCII and non-ASCII parts an equal say (default "
+                        f"{DEFAULT_BALANCE:g}; raise it for a multilingual vocabulary)")
+    t.add_argument("--selection", choices=["paper", "refined", "refined-scripts", "refined-non-ascii"], default=None,
+                   help="how the vocabulary is chosen (default: refined-non-ascii with the exponents "
+                        "--balance sets): the paper's single filtering pass (paper, with the paper's "
+                        "rounds unless --rounds is given), refined (character coverage, refining "
+                        "passes, tokens saved), refined-scripts (refined with tokens saved normalised "
+                        "by each script's share) or refined-non-ascii (refined with the tokens saved "
+                        "of the smaller of the ASCII and non-ASCII groups weighted up by their usage "
+                        "ratio)")
     t.add_argument("--non-ascii-exponent", type=_exponent, default=None, metavar="E",
-                   help="with --selection refined-non-ascii: the power of the usage ratio that "
-                        "weighs the smaller group (default 0.5; 1 weighs both groups equally)")
-    t.add_argument("--raw-han-exponent", type=_exponent, default=0.0, metavar="A",
+                   help="with --selection refined-non-ascii, instead of --balance: the power of the "
+                        "usage ratio that weighs the smaller group (1 weighs both groups equally)")
+    t.add_argument("--raw-han-exponent", type=_exponent, default=None, metavar="A",
                    help="Han-weighted raw cut: candidates with a Han character rank by count x "
                         "(ASCII count / non-ASCII count)^A among 4x --raw-vocab-size counted "
-                        "candidates (default 0: the paper's cut by count; see docs/spec.md)")
+                        "candidates (default: what --balance sets, else 0, the paper's cut by "
+                        "count; see docs/spec.md)")
     t.add_argument("--boundary-penalty", type=_penalty, default=DEFAULT_BOUNDARY_PENALTY, metavar="LAMBDA",
                    help=f"λ (default {DEFAULT_BOUNDARY_PENALTY})")
     t.add_argument("--field", default="text", help="JSON field / parquet column with the text (default text)")

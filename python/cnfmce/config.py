@@ -22,9 +22,18 @@ from ._checks import check_exponent, check_positive, memory_budget
 from .counts import load_any_counts
 from .tokenizer import DEFAULT_BOUNDARY_PENALTY, useful_threads
 
-__all__ = ["TrainConfig", "counting_info", "warn_rounds", "report_metadata"]
+__all__ = ["TrainConfig", "DEFAULT_SELECTION", "PAPER_ROUNDS", "counting_info", "warn_rounds",
+           "report_metadata"]
 
 Round = Tuple[int, int, int]
+
+#: The selection of a run that gives none: the refined selection with the ASCII / non-ASCII
+#: weighting, its exponents set by ``balance`` (:func:`cnfmce._core.balance_settings`).
+DEFAULT_SELECTION = "refined-non-ascii"
+#: The paper's rounds, ((1, 12, 0), (13, 21, 80), (22, 30, 80)): those of ``selection="paper"``
+#: when no rounds are given, and the lengths of the scaled default rounds.
+PAPER_ROUNDS: Tuple[Round, ...] = _core.DEFAULT_ROUNDS
+SELECTIONS = ("paper", "refined", "refined-scripts", "refined-non-ascii")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,14 +48,22 @@ class TrainConfig:
 
     vocab_size: int = _core.DEFAULT_VOCAB_SIZE
     raw_vocab_size: Optional[int] = None
-    rounds: Sequence[Round] = _core.DEFAULT_ROUNDS
+    #: None: the paper's rounds for ``selection="paper"``; for the other selections the paper's
+    #: length intervals with the threshold of the rounds after the first scaled to the corpus
+    #: (:func:`cnfmce._core.scaled_threshold` of its bytes, set once the first round has read
+    #: them all: ``scaled_rounds``)
+    rounds: Optional[Sequence[Round]] = None
     special_tokens: Sequence[str] = ()
     algorithm: str = "mce"
     boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY
     token_preference: bool = True
-    selection: str = "paper"
+    #: None: :data:`DEFAULT_SELECTION`
+    selection: Optional[str] = None
+    #: ``selection="refined-non-ascii"`` only: a number from 0 to 1 that sets its exponents
+    #: (None: ``cnfmce._core.DEFAULT_BALANCE`` unless ``non_ascii_exponent`` is given)
+    balance: Optional[float] = None
     non_ascii_exponent: Optional[float] = None
-    raw_han_exponent: float = 0.0
+    raw_han_exponent: Optional[float] = None
     # of the run on this side
     num_threads: Optional[int] = None
     progress: bool = True
@@ -55,10 +72,16 @@ class TrainConfig:
     field: str = "text"
     #: the encoding options as the core takes them (made from the three above)
     options: "_core.Options" = dataclasses.field(init=False, repr=False, compare=False)
+    #: True when the rounds after the first get :func:`cnfmce._core.scaled_threshold` of the
+    #: corpus (no rounds given, a selection other than the paper's)
+    scaled_rounds: bool = dataclasses.field(init=False, compare=False)
+    #: True when ``raw_han_exponent`` is the one ``balance`` set
+    han_from_balance: bool = dataclasses.field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         set_(self, "options", _core.Options(self.algorithm, self.boundary_penalty, self.token_preference))
+        self._resolve_defaults()
         if self.non_ascii_exponent is not None:
             set_(self, "non_ascii_exponent", check_exponent("non_ascii_exponent", self.non_ascii_exponent))
         set_(self, "raw_han_exponent", check_exponent("raw_han_exponent", self.raw_han_exponent))
@@ -68,9 +91,70 @@ class TrainConfig:
         if not isinstance(self.field, str) or not self.field:
             raise ValueError("field must be a non-empty string")
 
+    def _resolve_defaults(self) -> None:
+        """The defaults that depend on other options: the selection, ``balance`` and the
+        exponents it sets, the rounds (module :mod:`cnfmce._core`'s ``balance_settings`` and
+        ``scaled_threshold``; ``docs/spec.md`` section 4)."""
+        set_ = object.__setattr__
+        han = False
+        sel = DEFAULT_SELECTION if self.selection is None else self.selection
+        if not isinstance(sel, str):
+            raise TypeError(f"selection must be a string, got {type(sel).__name__}")
+        if sel not in SELECTIONS:
+            raise ValueError("selection must be 'paper', 'refined', 'refined-scripts' or "
+                             f"'refined-non-ascii', got {sel!r}")
+        set_(self, "selection", sel)
+        if self.non_ascii_exponent is not None and sel != "refined-non-ascii":
+            raise ValueError("non_ascii_exponent is an exponent of selection='refined-non-ascii', not "
+                             f"of selection='{sel}'")
+        b = self.balance
+        if b is not None:
+            if isinstance(b, bool) or not isinstance(b, (int, float)):
+                raise TypeError(f"balance must be a number from 0 to 1, got {type(b).__name__}")
+            b = float(b)
+            if not 0.0 <= b <= 1.0:  # also NaN
+                raise ValueError(f"balance must be a number from 0 to 1, got {self.balance!r}")
+            if sel != "refined-non-ascii":
+                raise ValueError(f"balance sets the exponents of selection='refined-non-ascii' (the "
+                                 f"default), not of selection='{sel}'")
+            if self.non_ascii_exponent is not None:
+                raise ValueError("give balance or non_ascii_exponent, not both (balance sets it)")
+        if sel == "refined-non-ascii" and self.non_ascii_exponent is None:
+            if b is None:
+                b = _core.DEFAULT_BALANCE
+            size = self.vocab_size if isinstance(self.vocab_size, int) and self.vocab_size > 0 \
+                else _core.DEFAULT_VOCAB_SIZE  # the core refuses a bad vocab_size later
+            e, h = _core.balance_settings(b, size)
+            set_(self, "non_ascii_exponent", e)
+            if self.raw_han_exponent is None:
+                set_(self, "raw_han_exponent", h)
+                han = True
+        set_(self, "balance", b)
+        set_(self, "han_from_balance", han)
+        if self.raw_han_exponent is None:
+            set_(self, "raw_han_exponent", 0.0)
+        set_(self, "scaled_rounds", self.rounds is None and sel != "paper")
+        if self.rounds is None:
+            set_(self, "rounds", PAPER_ROUNDS)
+
     def replace(self, **changes: Any) -> "TrainConfig":
-        """A copy with ``changes``, checked again."""
+        """A copy with ``changes``, checked again. What the defaults resolved to is resolved
+        again (for the new ``vocab_size``, say) unless ``changes`` names it: the exponents
+        ``balance`` set and the scaled rounds."""
+        if self.balance is not None:
+            changes.setdefault("non_ascii_exponent", None)
+            if self.han_from_balance:
+                changes.setdefault("raw_han_exponent", None)
+        if self.scaled_rounds:
+            changes.setdefault("rounds", None)
         return dataclasses.replace(self, **changes)
+
+    def later_threshold(self, corpus_bytes: int) -> Optional[int]:
+        """The threshold the rounds after the first get for a corpus of ``corpus_bytes`` bytes
+        (None when the rounds are not scaled, or there is no later round)."""
+        if not self.scaled_rounds or len(self.rounds) < 2:
+            return None
+        return _core.scaled_threshold(int(corpus_bytes))
 
     # --- what the run derives from the options -----------------------------------------------
 
@@ -140,12 +224,15 @@ def warn_rounds(rounds: Sequence[Round], stacklevel: int = 3) -> None:
         warnings.warn(note, RuntimeWarning, stacklevel=stacklevel)
 
 
-def report_metadata(tok: Any, report: Dict[str, Any]) -> None:
-    """The selection's part of a trained tokenizer's metadata (local and Ray runs)."""
+def report_metadata(tok: Any, report: Dict[str, Any], balance: Optional[float] = None) -> None:
+    """The selection's part of a trained tokenizer's metadata (local and Ray runs); ``balance``:
+    the run's (``TrainConfig.balance``), recorded when it set the exponents."""
     if report["selection"] != "paper":  # covered characters below the raw_vocab_size cut
         tok.metadata["covered_beyond_cut"] = report["covered_beyond_cut"]
     if report["selection"] == "refined-non-ascii":  # fallback prefixes added to the raw vocabulary
         tok.metadata["fallback_prefixes"] = report["fallback_prefixes"]
         tok.metadata["non_ascii_exponent"] = report["non_ascii_exponent"]
+        if balance is not None:
+            tok.metadata["balance"] = balance
     if report["raw_han_exponent"]:
         tok.metadata["raw_han_exponent"] = report["raw_han_exponent"]

@@ -734,6 +734,7 @@ class _Run:
         self.partitions = opts.num_partitions or max(1, self.cluster.cpus // cpus_per_task)
         self.tmp_dir = os.fspath(tmp_dir) if tmp_dir is not None else None
         self.progress = config.progress
+        self.config = config
         self.kill_once = opts.kill_once
         self.inputs = _Inputs(ray, inputs, config.field, opts.block_size, self.cluster.cpus)
         if not self.inputs.blocks:
@@ -778,7 +779,9 @@ class _Run:
     def count_round(self, owner: Any, k: int, n: int, r: Tuple[int, int, int],
                     end: Any, info: Dict[str, Any]) -> None:
         """Counting round ``k`` of ``n`` for ``owner`` (a core Trainer or Counter in a counting
-        pass): map, reduce, then ``end(selections)``."""
+        pass): map, reduce, then ``end(selections)``. With scaled rounds, the first round's maps
+        give the corpus's bytes, and the later rounds' threshold is set before its reduce (as
+        the local run sets it before the round ends: the same rounds, the same counts)."""
         from .readers import Progress as _Progress, peak_rss_bytes as _peak_rss_bytes
         ray = self.ray
         lo, hi, thr = r
@@ -788,8 +791,9 @@ class _Run:
         survivors_bytes = len(blob)
         survivors_ref = ray.put(blob)
         del blob
-        selector = owner.round_selector()
-        bar = _Progress(self.progress, f"count {k + 1}/{n} [{lo}-{hi}] t={thr} (ray)",
+        scaled = k == 0 and self.config.later_threshold(0) is not None
+        thr_label = "" if scaled else f" t={thr}"
+        bar = _Progress(self.progress, f"count {k + 1}/{n} [{lo}-{hi}]{thr_label} (ray)",
                         self.inputs.total_size or None)
         docs = [0]
         shuffled = [0]
@@ -814,6 +818,13 @@ class _Run:
                            blocks=f"{len(map_stats)}/{len(blocks)}")
 
             self._wait_all(stats_refs, mapped)
+            if scaled:
+                text_bytes = sum(s["bytes"] for s in map_stats)
+                t_later = self.config.later_threshold(text_bytes)
+                owner.set_later_thresholds(t_later)
+                info["rounds"] = [list(x) for x in owner.rounds]
+                info["scaled_threshold"] = {"corpus_bytes": int(text_bytes), "threshold": t_later}
+            selector = owner.round_selector()
             t_map = time.perf_counter() - t0
             reds = [self.remote["reduce"].options(**self._task_options()).remote(
                 selector, [maps[i][p] for i in range(len(blocks))], self.memory_limit,
@@ -970,7 +981,7 @@ def run(call: str, *args: Any) -> Any:
 
 
 def count(inputs: Any, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SIZE,
-          rounds: Sequence[Tuple[int, int, int]] = _core.DEFAULT_ROUNDS,
+          rounds: Optional[Sequence[Tuple[int, int, int]]] = None,
           num_threads: Optional[int] = None, progress: bool = True,
           memory_limit: Optional[int] = None, tmp_dir: Optional[str] = None, *,
           ray_address: Optional[str] = None, field: str = "text",
@@ -1004,7 +1015,8 @@ def _count(inputs: Any, config: TrainConfig, opts: RayOptions) -> Any:
         info = _counting_meta(counter.rounds, config.raw_vocab_size, run)
         t0 = time.perf_counter()
         n = len(counter.rounds)
-        for k, r in enumerate(counter.rounds):
+        for k in range(n):
+            r = counter.rounds[k]  # read again: the first round may set the later thresholds
             counter.begin_round()
             run.count_round(counter, k, n, r, counter.end_round_with_selected, info)
         _finish_counting(run, info, t0)
@@ -1035,28 +1047,29 @@ def _filter_and_finish(run: _Run, trainer: Any, config: TrainConfig, meta: Dict[
                         raw_vocabulary=report["raw_vocab_size"], filtering=filtering,
                         selection=report["selection"], refining=refining,
                         covered_characters=report["covered_characters"])
-    report_metadata(tok, report)
+    report_metadata(tok, report, config.balance)
     return tok
 
 
 def train(inputs: Any, vocab_size: int = _core.DEFAULT_VOCAB_SIZE,
           raw_vocab_size: Optional[int] = None,
-          rounds: Sequence[Tuple[int, int, int]] = _core.DEFAULT_ROUNDS,
+          rounds: Optional[Sequence[Tuple[int, int, int]]] = None,
           special_tokens: Sequence[str] = (), num_threads: Optional[int] = None,
           progress: bool = True, memory_limit: Optional[int] = None, algorithm: str = "mce",
           boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True,
           tmp_dir: Optional[str] = None, *, ray_address: Optional[str] = None,
           field: str = "text", block_size: Optional[Union[int, str]] = None,
           num_partitions: Optional[int] = None, cpus_per_task: int = 1,
-          _kill_once: Optional[str] = None, selection: str = "paper",
-          non_ascii_exponent: Optional[float] = None, raw_han_exponent: float = 0.0) -> Tokenizer:
+          _kill_once: Optional[str] = None, selection: Optional[str] = None,
+          non_ascii_exponent: Optional[float] = None, raw_han_exponent: Optional[float] = None,
+          balance: Optional[float] = None) -> Tokenizer:
     """:func:`cnfmce.train` on a Ray cluster (also ``cnfmce.train(..., backend="ray")``): the
     same vocabulary, byte for byte, whatever the number of workers, blocks and partitions.
     The Ray arguments are those of :func:`count`."""
     config = TrainConfig(vocab_size=vocab_size, raw_vocab_size=raw_vocab_size, rounds=rounds,
                          special_tokens=special_tokens, algorithm=algorithm,
                          boundary_penalty=boundary_penalty, token_preference=token_preference,
-                         selection=selection, non_ascii_exponent=non_ascii_exponent,
+                         selection=selection, balance=balance, non_ascii_exponent=non_ascii_exponent,
                          raw_han_exponent=raw_han_exponent, num_threads=num_threads,
                          progress=progress, memory_limit=memory_limit, tmp_dir=tmp_dir, field=field)
     return _train(inputs, config, RayOptions(ray_address, block_size, num_partitions,
@@ -1093,14 +1106,15 @@ def train_from_counts(counts: Any, inputs: Any, vocab_size: int = _core.DEFAULT_
                       token_preference: bool = True, tmp_dir: Optional[str] = None, *,
                       ray_address: Optional[str] = None, field: str = "text",
                       block_size: Optional[Union[int, str]] = None, cpus_per_task: int = 1,
-                      selection: str = "paper", non_ascii_exponent: Optional[float] = None,
-                      raw_han_exponent: float = 0.0) -> Tokenizer:
+                      selection: Optional[str] = None, non_ascii_exponent: Optional[float] = None,
+                      raw_han_exponent: Optional[float] = None,
+                      balance: Optional[float] = None) -> Tokenizer:
     """:func:`cnfmce.train_from_counts` with the filtering pass on a Ray cluster (counts: a
     mapping, a counts file or parquet counts, as locally)."""
     config = TrainConfig(vocab_size=vocab_size, raw_vocab_size=raw_vocab_size,
                          special_tokens=special_tokens, algorithm=algorithm,
                          boundary_penalty=boundary_penalty, token_preference=token_preference,
-                         selection=selection, non_ascii_exponent=non_ascii_exponent,
+                         selection=selection, balance=balance, non_ascii_exponent=non_ascii_exponent,
                          raw_han_exponent=raw_han_exponent, num_threads=num_threads,
                          progress=progress, tmp_dir=tmp_dir, field=field)
     return _train_from_counts(counts, inputs, config,

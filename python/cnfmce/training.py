@@ -38,7 +38,7 @@ DEFAULT_ROUNDS: Tuple[Tuple[int, int, int], ...] = _core.DEFAULT_ROUNDS  # the p
 
 
 def count(inputs: Inputs, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SIZE,
-          rounds: Sequence[Tuple[int, int, int]] = DEFAULT_ROUNDS, num_threads: Optional[int] = None,
+          rounds: Optional[Sequence[Tuple[int, int, int]]] = None, num_threads: Optional[int] = None,
           progress: bool = True, memory_limit: Optional[int] = None,
           tmp_dir: Optional[str] = None, backend: str = "local", field: str = "text",
           **backend_options: Any) -> Counts:
@@ -53,7 +53,10 @@ def count(inputs: Inputs, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SI
     always documents. ``memory_limit`` (bytes, default
     a sixth of the machine's memory, at least 1 GB) bounds the counting tables: beyond it they are spilled to sorted
     runs in ``tmp_dir`` and merged, so the counts stay exact. ``field``: the JSON field or
-    parquet column holding the text of input files (default ``"text"``).
+    parquet column holding the text of input files (default ``"text"``). ``rounds`` None: the
+    paper's length intervals, ((1, 12, 0), (13, 21, T), (22, 30, T)), with T scaled to the corpus
+    (``cnfmce._core.scaled_threshold`` of its UTF-8 bytes, known once the first round has read
+    them: from 20 up to the paper's 80 at 512 MiB), as :func:`train` counts.
 
     ``backend="ray"`` counts on a Ray cluster (:func:`cnfmce.ray.count`, whose extra keyword
     arguments ``backend_options`` are), with the same result.
@@ -79,24 +82,46 @@ def run_count(inputs: Inputs, config: TrainConfig, backend: Optional[str] = None
         info = counting_info(counter.rounds, config.raw_vocab_size, limit)
         t_start = time.perf_counter()
         n = len(counter.rounds)
-        for k, r in enumerate(counter.rounds):
+        for k in range(n):
+            r = counter.rounds[k]  # read again: the first round may set the later thresholds
             counter.begin_round()
             _counting_pass(corpus, k, n, r, counter.add, counter.end_round,
-                           lambda: counter.table_bytes, progress, info)
+                           lambda: counter.table_bytes, progress, info,
+                           _scaler(config, counter, info))
         _counting_done(corpus, info, t_start, limit, stacklevel=4)
         toks, counts = counter.result()
         return Counts(zip(toks, counts), info=info, characters=dict(zip(*counter.char_counts())))
 
 
+def _scaler(config: TrainConfig, owner: Any, info: Dict[str, Any]) -> Optional[Any]:
+    """When ``config`` scales the rounds: the call that, given the corpus's bytes at the end of
+    the first round, sets the later rounds' threshold in ``owner`` (a core Trainer or Counter)
+    and records it in ``info`` (the counting record); else None."""
+    if config.later_threshold(0) is None:
+        return None
+
+    def scale(corpus_bytes: int) -> None:
+        t = config.later_threshold(corpus_bytes)
+        owner.set_later_thresholds(t)
+        info["rounds"] = [list(r) for r in owner.rounds]
+        info["scaled_threshold"] = {"corpus_bytes": int(corpus_bytes), "threshold": t}
+    return scale
+
+
 def _counting_pass(corpus: "Corpus", k: int, n: int, r: Tuple[int, int, int], add: Any, end: Any,
-                   table_bytes: Any, progress: bool, info: Dict[str, Any]) -> None:
+                   table_bytes: Any, progress: bool, info: Dict[str, Any],
+                   scale: Optional[Any] = None) -> None:
     """Counting round ``k`` of ``n`` (``r``: its lengths and threshold): feeds the corpus to
-    ``add``, ends it with ``end()``, records and prints its statistics."""
+    ``add``, ends it with ``end()``, records and prints its statistics. ``scale``: after the
+    first round has read the corpus, called with its bytes before the round ends
+    (:func:`_scaler`)."""
     lo, hi, thr = r
-    bar = feed(corpus, f"count {k + 1}/{n} [{lo}-{hi}] t={thr}", progress, add,
-                lambda: {"table": fmt_bytes(table_bytes())})
+    label = f"count {k + 1}/{n} [{lo}-{hi}]" + (f" t={thr}" if k or scale is None else "")
+    bar = feed(corpus, label, progress, add, lambda: {"table": fmt_bytes(table_bytes())})
     t_end = time.perf_counter()
     try:
+        if k == 0 and scale is not None:
+            scale(bar.done)
         st = dict(end())
     except BaseException:
         bar.close()
@@ -148,9 +173,10 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
                       num_threads: Optional[int] = None, progress: bool = True,
                       raw_vocab_size: Optional[int] = None, algorithm: str = "mce",
                       boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True,
-                      tmp_dir: Optional[str] = None, selection: str = "paper", backend: str = "local",
-                      non_ascii_exponent: Optional[float] = None, raw_han_exponent: float = 0.0,
-                      field: str = "text", **backend_options: Any) -> Tokenizer:
+                      tmp_dir: Optional[str] = None, selection: Optional[str] = None,
+                      backend: str = "local", non_ascii_exponent: Optional[float] = None,
+                      raw_han_exponent: Optional[float] = None, field: str = "text",
+                      balance: Optional[float] = None, **backend_options: Any) -> Tokenizer:
     """The filtering phase of CNF: encodes ``inputs`` with MCE over the raw vocabulary
     (``counts``: a mapping bytes -> count, or the path of a counts file; the best
     ``raw_vocab_size`` of them, all when None) and keeps ``vocab_size - len(special_tokens)``
@@ -162,8 +188,9 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
     by the refined selections, so ``train_from_counts(count(inputs, raw_vocab_size=m), inputs)``
     trains what ``train(inputs, raw_vocab_size=m)`` trains under every ``selection``.
 
-    ``selection="paper"`` (the default, SPEC section 4) is the paper's rule: one pass, the most
-    used tokens. ``selection="refined"`` keeps the most frequent multi-byte characters, cuts the
+    ``selection`` None (the default) is ``"refined-non-ascii"`` with the exponents ``balance``
+    sets (below; :func:`train`). ``selection="paper"`` (SPEC section 4) is the paper's rule: one
+    pass, the most used tokens. ``selection="refined"`` keeps the most frequent multi-byte characters, cuts the
     raw vocabulary in steps (2x, 1.4x, 1.15x ``vocab_size``, then ``vocab_size``), encoding the
     inputs again after each cut, and keeps at each cut the tokens that save the most tokens
     (usage times the tokens the text needs without them); it compresses better, most on
@@ -180,10 +207,14 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
     bytes to all but the last, so that a character without a token can cost 2 tokens instead of
     its 3 or 4 bytes (step 6, ``docs/results/byte_fallback.md``,
     ``docs/results/script_balance_128k.md``). ``non_ascii_exponent`` (``"refined-non-ascii"``
-    only; None: ``cnfmce._core.NON_ASCII_SHARE_EXPONENT``, 0.5) is the power of that ratio: 1
-    weighs the two groups' usage equally, 0 is ``"refined"`` with the prefixes.
+    only) is the power of that ratio: 1 weighs the two groups' usage equally, 0 is
+    ``"refined"`` with the prefixes. ``balance`` (``"refined-non-ascii"`` only, a number from 0
+    to 1; None: ``cnfmce._core.DEFAULT_BALANCE`` unless ``non_ascii_exponent`` is given) sets
+    ``non_ascii_exponent`` and, when it is not given, ``raw_han_exponent`` for ``vocab_size``
+    (``cnfmce._core.balance_settings``): 0 ranks tokens by tokens saved over the mix as it is, 1
+    gives the ASCII and non-ASCII parts of the mix the equal say measured best at that size.
 
-    ``raw_han_exponent`` (any selection; 0, the default, is the paper's cut) makes the cut of
+    ``raw_han_exponent`` (any selection; 0, the default outside ``balance``, is the paper's cut) makes the cut of
     the counts to ``raw_vocab_size`` (which must then be given) Han-weighted: of the best
     ``cnfmce._core.HAN_POOL_PER_RAW * raw_vocab_size`` counts, each candidate with a Han
     character has its count multiplied by ``(ASCII count / non-ASCII count) ^ raw_han_exponent``
@@ -198,7 +229,7 @@ def train_from_counts(counts: Union[Mapping[bytes, int], "os.PathLike[str]", str
     config = TrainConfig(vocab_size=vocab_size, raw_vocab_size=raw_vocab_size,
                          special_tokens=special_tokens, algorithm=algorithm,
                          boundary_penalty=boundary_penalty, token_preference=token_preference,
-                         selection=selection, non_ascii_exponent=non_ascii_exponent,
+                         selection=selection, balance=balance, non_ascii_exponent=non_ascii_exponent,
                          raw_han_exponent=raw_han_exponent, num_threads=num_threads,
                          progress=progress, tmp_dir=tmp_dir, field=field)
     return run_train_from_counts(counts, inputs, config, ray, backend_options)
@@ -236,7 +267,8 @@ def _run(trainer: "_core.Trainer", corpus: "Corpus", config: TrainConfig, meta: 
         kind, k, r = trainer.begin_pass()
         if kind == "count":
             _counting_pass(corpus, k, n, r, trainer.add, trainer.end_pass,
-                           lambda: trainer.table_bytes, progress, meta["counting"])
+                           lambda: trainer.table_bytes, progress, meta["counting"],
+                           _scaler(config, trainer, meta["counting"]))
             continue
         if kind == "filter" and counted is not None:
             counted()
@@ -273,18 +305,18 @@ def _run(trainer: "_core.Trainer", corpus: "Corpus", config: TrainConfig, meta: 
     tok.metadata.update(trainer="cnfmce", vocab_size=config.vocab_size, raw_vocabulary=raw_size,
                         filtering=filtering, selection=report["selection"],
                         refining=refining, covered_characters=report["covered_characters"])
-    report_metadata(tok, report)
+    report_metadata(tok, report, config.balance)
     return tok
 
 
 def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_size: Optional[int] = None,
-          rounds: Sequence[Tuple[int, int, int]] = DEFAULT_ROUNDS, special_tokens: Sequence[str] = (),
+          rounds: Optional[Sequence[Tuple[int, int, int]]] = None, special_tokens: Sequence[str] = (),
           num_threads: Optional[int] = None, progress: bool = True,
           memory_limit: Optional[int] = None, algorithm: str = "mce",
           boundary_penalty: float = DEFAULT_BOUNDARY_PENALTY, token_preference: bool = True,
-          tmp_dir: Optional[str] = None, selection: str = "paper", backend: str = "local",
-          non_ascii_exponent: Optional[float] = None, raw_han_exponent: float = 0.0,
-          field: str = "text", **backend_options: Any) -> Tokenizer:
+          tmp_dir: Optional[str] = None, selection: Optional[str] = None, backend: str = "local",
+          non_ascii_exponent: Optional[float] = None, raw_han_exponent: Optional[float] = None,
+          field: str = "text", balance: Optional[float] = None, **backend_options: Any) -> Tokenizer:
     """Trains a CNF vocabulary (SPEC section 4) and returns its :class:`Tokenizer`.
 
     ``inputs``: documents or paths, as for :func:`count` (the rule of :mod:`cnfmce.corpus`; wrap
@@ -293,9 +325,20 @@ def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_
     result has ``vocab_size`` ids (byte tokens and special tokens
     included), ordered by usage in the filtering pass, special tokens last. ``raw_vocab_size``
     None means ``cnfmce._core.default_raw_vocab_size(vocab_size)`` (a multiple of ``vocab_size``).
-    ``selection``: ``"paper"`` (the default: the paper's filtering, SPEC section 4),
-    ``"refined"``, ``"refined-scripts"`` or ``"refined-non-ascii"``, as in :func:`train_from_counts`,
-    and so are ``non_ascii_exponent`` and ``raw_han_exponent``; with ``raw_han_exponent`` above 0
+
+    **Defaults** (chosen on a validation split, ``docs/results/defaults.md``): with no
+    ``selection``, ``"refined-non-ascii"`` with its exponents set by ``balance`` (a number from 0
+    to 1, default ``cnfmce._core.DEFAULT_BALANCE``): 0 gives ids by tokens saved over the
+    training mix as it is, 1 gives its ASCII part (English, science, maths, code) and its
+    non-ASCII part (Chinese, other scripts, accented words) an equal say; raise it for a
+    multilingual vocabulary. With no ``rounds``, the paper's length intervals with the threshold
+    of the rounds after the first scaled to the corpus (``cnfmce._core.scaled_threshold`` of its
+    UTF-8 bytes: 20 up to 128 MiB, the paper's 80 from 512 MiB). ``selection="paper"`` is the
+    paper's algorithm exactly (SPEC section 4), with the paper's rounds unless ``rounds`` is
+    given. ``balance`` with another selection, or with ``non_ascii_exponent``, is refused.
+
+    ``selection``: ``"paper"``, ``"refined"``, ``"refined-scripts"`` or ``"refined-non-ascii"``,
+    as in :func:`train_from_counts`, and so are ``non_ascii_exponent`` and ``raw_han_exponent``; with ``raw_han_exponent`` above 0
     counting keeps ``cnfmce._core.HAN_POOL_PER_RAW * raw_vocab_size`` candidates (the pool of
     the Han-weighted cut), so ``train(inputs, raw_vocab_size=m, raw_han_exponent=a)`` equals
     ``train_from_counts(count(inputs, raw_vocab_size=4 * m), inputs, raw_vocab_size=m,
@@ -316,7 +359,7 @@ def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_
     config = TrainConfig(vocab_size=vocab_size, raw_vocab_size=raw_vocab_size, rounds=rounds,
                          special_tokens=special_tokens, algorithm=algorithm,
                          boundary_penalty=boundary_penalty, token_preference=token_preference,
-                         selection=selection, non_ascii_exponent=non_ascii_exponent,
+                         selection=selection, balance=balance, non_ascii_exponent=non_ascii_exponent,
                          raw_han_exponent=raw_han_exponent, num_threads=num_threads,
                          progress=progress, memory_limit=memory_limit, tmp_dir=tmp_dir, field=field)
     return run_train(inputs, config, ray, backend_options)

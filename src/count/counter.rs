@@ -107,6 +107,20 @@ impl Counter {
         &self.rounds
     }
 
+    /// Sets the threshold of every round after the first to `threshold`, during the first
+    /// round (after it began, before it ends: its selection keeps the candidates the later
+    /// rounds' tries need at their thresholds). How [`scaled_threshold`](super::scaled_threshold)
+    /// is applied once the first round has seen the whole corpus.
+    pub fn set_later_thresholds(&mut self, threshold: u64) -> Result<(), Error> {
+        if self.round != 0 || self.table.is_none() {
+            return Err(Error::Value("later thresholds can only be set during the first round".into()));
+        }
+        for r in self.rounds.iter_mut().skip(1) {
+            r.threshold = threshold;
+        }
+        Ok(())
+    }
+
     /// Index of the round in progress (or the number of rounds when all are done).
     pub fn round(&self) -> usize {
         self.round

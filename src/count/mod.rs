@@ -23,4 +23,7 @@ mod table;
 pub use block::{count_block, BlockCounts, Survivors};
 pub use counter::{Counter, RoundStats};
 pub use shuffle::{partition_of, BlockCounter, CountsMerger, Part, RoundSelector, Selection};
-pub use rounds::{rounds_warning, validate_rounds, Round, DEFAULT_ROUNDS, MAX_CANDIDATE_LEN};
+pub use rounds::{
+    rounds_warning, scaled_threshold, validate_rounds, Round, BYTES_PER_THRESHOLD, DEFAULT_ROUNDS, MAX_CANDIDATE_LEN,
+    MIN_SCALED_THRESHOLD, PAPER_THRESHOLD,
+};

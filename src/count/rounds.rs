@@ -32,6 +32,27 @@ pub const DEFAULT_ROUNDS: [Round; 3] = [
     Round { min_len: 22, max_len: 30, threshold: 80 },
 ];
 
+/// The paper's threshold of the rounds after the first (80, for its 6.9M documents).
+pub const PAPER_THRESHOLD: u64 = 80;
+
+/// The lowest threshold [`scaled_threshold`] gives.
+pub const MIN_SCALED_THRESHOLD: u64 = 20;
+
+/// Bytes of text per unit of [`scaled_threshold`]'s threshold: the paper's 80 is reached at
+/// 512 MiB of text.
+pub const BYTES_PER_THRESHOLD: u64 = (512 << 20) / PAPER_THRESHOLD;
+
+/// The threshold of the rounds after the first for a corpus of `corpus_bytes` bytes of text (the
+/// default when no rounds are given): one per [`BYTES_PER_THRESHOLD`] bytes, rounded, at least
+/// [`MIN_SCALED_THRESHOLD`] and at most [`PAPER_THRESHOLD`]. A long candidate's count grows with
+/// the corpus; a fixed 80, the paper's for 6.9M documents, drops on a corpus of a few hundred MB
+/// the multi-word candidates that a raw vocabulary of millions would keep
+/// (`docs/results/defaults.md` measures 20 against 80).
+pub fn scaled_threshold(corpus_bytes: u64) -> u64 {
+    let t = (corpus_bytes + BYTES_PER_THRESHOLD / 2) / BYTES_PER_THRESHOLD;
+    t.clamp(MIN_SCALED_THRESHOLD, PAPER_THRESHOLD)
+}
+
 /// Longest candidate a round may count (bytes).
 pub const MAX_CANDIDATE_LEN: usize = 1024;
 
@@ -72,6 +93,21 @@ pub fn rounds_warning(rounds: &[Round]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scaled_threshold_grows_with_the_corpus_between_its_bounds() {
+        assert_eq!(scaled_threshold(0), MIN_SCALED_THRESHOLD);
+        assert_eq!(scaled_threshold(100 << 20), MIN_SCALED_THRESHOLD);
+        assert_eq!(scaled_threshold(256 << 20), 40);
+        assert_eq!(scaled_threshold(512 << 20), PAPER_THRESHOLD);
+        assert_eq!(scaled_threshold(u64::MAX), PAPER_THRESHOLD);
+        let mut last = 0;
+        for mb in (0..1024).step_by(7) {
+            let t = scaled_threshold(mb << 20);
+            assert!(t >= last);
+            last = t;
+        }
+    }
 
     #[test]
     fn rejects_bad_rounds() {

@@ -59,6 +59,11 @@ impl PyCounter {
         rounds_tuple(self.lock().rounds())
     }
 
+    /// During the first round: every later round's threshold becomes `threshold`.
+    fn set_later_thresholds(&self, py: Python<'_>, threshold: u64) -> PyResult<()> {
+        self.lock().set_later_thresholds(threshold).map_err(|e| to_py(py, e))
+    }
+
     fn begin_round(&self, py: Python<'_>) -> PyResult<()> {
         let mut g = self.lock();
         let c = &mut *g;

@@ -81,6 +81,21 @@ fn rounds_warning(rounds: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
     Ok(crate::rounds_warning(&util::read_rounds(rounds)?))
 }
 
+/// The threshold of the rounds after the first for a corpus of `corpus_bytes` bytes of text
+/// (the default rounds of `train` and `count`).
+#[pyfunction]
+fn scaled_threshold(corpus_bytes: u64) -> u64 {
+    crate::scaled_threshold(corpus_bytes)
+}
+
+/// `(non_ascii_exponent, raw_han_exponent)` that `balance` sets at `vocab_size`.
+#[pyfunction]
+fn balance_settings(balance: f64, vocab_size: &Bound<'_, PyAny>) -> PyResult<(f64, f64)> {
+    let k = util::read_positive(vocab_size, "vocab_size")?;
+    let s = crate::balance_settings(balance, k).map_err(|e| util::to_py(vocab_size.py(), e))?;
+    Ok((s.non_ascii_exponent, s.raw_han_exponent))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     util::register_fork_handlers();
@@ -108,6 +123,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(default_raw_vocab_size, m)?)?;
     m.add_function(wrap_pyfunction!(raw_pool_size, m)?)?;
     m.add_function(wrap_pyfunction!(rounds_warning, m)?)?;
+    m.add_function(wrap_pyfunction!(scaled_threshold, m)?)?;
+    m.add_function(wrap_pyfunction!(balance_settings, m)?)?;
     // The defaults, written once in the core.
     m.add("DEFAULT_BOUNDARY_PENALTY", crate::DEFAULT_BOUNDARY_PENALTY)?;
     m.add("DEFAULT_ROUNDS", pyo3::types::PyTuple::new(m.py(), util::rounds_tuple(&crate::DEFAULT_ROUNDS))?)?;
@@ -120,6 +137,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("HAN_POOL_PER_RAW", crate::HAN_POOL_PER_RAW)?;
     m.add("MAX_RAW_HAN_EXPONENT", crate::MAX_RAW_HAN_EXPONENT)?;
     m.add("DEFAULT_MEMORY_BUDGET", crate::DEFAULT_MEMORY_BUDGET)?;
+    m.add("DEFAULT_BALANCE", crate::DEFAULT_BALANCE)?;
+    m.add("BALANCE_ANCHORS", pyo3::types::PyTuple::new(m.py(), crate::BALANCE_ANCHORS.iter().copied())?)?;
+    m.add("PAPER_THRESHOLD", crate::PAPER_THRESHOLD)?;
+    m.add("MIN_SCALED_THRESHOLD", crate::MIN_SCALED_THRESHOLD)?;
+    m.add("BYTES_PER_THRESHOLD", crate::BYTES_PER_THRESHOLD)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -190,6 +190,11 @@ impl PyTrainer {
         self.stats(py, st)
     }
 
+    /// During the first counting round: every later round's threshold becomes `threshold`.
+    fn set_later_thresholds(&self, py: Python<'_>, threshold: u64) -> PyResult<()> {
+        self.with(py, |t| t.set_later_thresholds(threshold))
+    }
+
     /// In a counting pass: the survivors that `count_block` needs.
     fn survivors(&self, py: Python<'_>) -> PyResult<PySurvivors> {
         let inner = self.with(py, |t| t.survivors())?;
