@@ -245,7 +245,11 @@ those the raw vocabulary lacks (kept in step 6; `BF_SIZE=N python experiments/sc
 
 
 # pages beside the paper's experiments and the compression log below
-ALSO_HERE = ("Also here: [readme_log.md](readme_log.md) (the results summary, measured training options and "
+ALSO_HERE = ("**The defaults of `cnfmce.train` and its `balance` control**: [defaults.md](defaults.md), the "
+             "train / validation / test split by source package, the validation table that chose them, "
+             "the test-split tables the README quotes and the targets they were held to (`python "
+             "experiments/defaults.py`).\n\n"
+             "Also here: [readme_log.md](readme_log.md) (the results summary, measured training options and "
              "performance notes the README used to carry), [id_change.md](id_change.md) (how many documents "
              "get different ids when MCE encodes with a published BPE vocabulary; `python "
              "experiments/id_change.py`) and [extend.md](extend.md) (vocabulary extension: o200k_base and "

@@ -159,3 +159,32 @@ def test_cli_balance(tmp_path):
     r = subprocess.run([sys.executable, "-m", "cnfmce.cli", "train", "-o", str(out), "--balance", "0.5",
                         "--selection", "paper", *PATHS], capture_output=True, timeout=60)
     assert r.returncode != 0 and b"balance" in r.stderr and b"Traceback" not in r.stderr
+
+
+def test_readme_results_are_the_test_split_of_the_defaults_page():
+    """The README's three result rows (the default, balance=1, the paper's algorithm) are the
+    128k test-split gains of docs/results/defaults.json, as its page prints them."""
+    import re
+    from pathlib import Path
+    repo = Path(__file__).resolve().parent.parent
+    res = json.loads((repo / "docs" / "results" / "defaults.json").read_text(encoding="utf-8"))
+    run = res["runs"]["mix-128k"]
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    table = re.search(r"^\| test split, 128k \| (.*?) \|\n\|[-:| ]+\|\n((?:\|.*\|\n){3})", readme, re.M)
+    assert table, "the README's results table"
+    cats = [c.strip() for c in table.group(1).split("|")]
+    assert cats == ["en", "sci", "math", "code", "zh", "multi"]
+    names = {"the default": "default", "balance=1.0": "balance1", 'selection="paper"': "paper"}
+    seen = set()
+    for line in table.group(2).splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        name = next(v for k, v in names.items() if k in cells[0])
+        seen.add(name)
+        ev, bpe = run["configs"][name]["eval"]["test"]["cats"], run["bpe"]["test"]["cats"]
+        for cat, cell in zip(cats, cells[1:]):
+            g = 100 * ((ev[cat][0] / ev[cat][1]) / (bpe[cat][0] / bpe[cat][1]) - 1)
+            assert cell == f"{g:+.1f}%".replace("+-", "-"), (name, cat, cell, g)
+    assert seen == set(names.values())
+    # the library's settings the page was made with are the installed ones
+    assert res["library"]["default_balance"] == _core.DEFAULT_BALANCE
+    assert [tuple(a) for a in res["library"]["anchors"]] == [tuple(a) for a in _core.BALANCE_ANCHORS]
