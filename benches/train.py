@@ -27,13 +27,15 @@ What it measures, for every configuration (training text + vocabulary size) and 
 
 Trainers (``--trainers``):
 
-* ``cnfmce``: ``cnfmce.train(docs, vocab_size=V, progress=False)`` (raw_vocab_size the package default,
+* ``cnfmce``: ``cnfmce.train(docs, vocab_size=V, progress=False, selection=RULE)`` (``--selection``
+  below; raw_vocab_size the package default,
   ``cnfmce._core.default_raw_vocab_size(V)``, 10*V today);
 * ``cnfmce-m20v``: the same with ``raw_vocab_size=20*V``;
 * ``cnfmce-mem4g``: the same with ``memory_limit=4*10**9`` (not run by default);
 * ``--selection RULE [RULE ...]`` (default ``paper``): every cnfmce trainer runs once per
   ``selection=`` rule of ``cnfmce.train`` (``paper``, ``refined``, ``refined-scripts``,
-  ``refined-non-ascii``), named ``cnfmce:RULE`` in the report except the paper's, e.g.
+  ``refined-non-ascii``, or ``default``: no selection given, the library's defaults), named
+  ``cnfmce:RULE`` in the report except the paper's, e.g.
   ``--configs mix-all@128k --trainers cnfmce --selection paper refined refined-non-ascii``;
 * ``hf-bpe``: HF ``tokenizers`` byte-level BPE with the GPT-4 split regex (as ``cnfmce demo``),
   ``train_from_iterator`` over the same documents;
@@ -101,7 +103,8 @@ TRAINERS = {
 }
 CNF_TRAINERS = ("cnfmce", "cnfmce-m20v", "cnfmce-mem4g")
 BASE_CNF_TRAINERS = CNF_TRAINERS
-SELECTIONS = ("paper", "refined", "refined-scripts", "refined-non-ascii")
+#: "default": cnfmce.train's own defaults (no selection, rounds or balance given)
+SELECTIONS = ("paper", "default", "refined", "refined-scripts", "refined-non-ascii")
 
 
 def with_selection(trainer: str, selection: str) -> str:
@@ -122,7 +125,8 @@ def register_trainer(trainer: str) -> None:
     base, sel = split_selection(trainer)
     if trainer in TRAINERS or base not in BASE_CNF_TRAINERS or sel not in SELECTIONS:
         return
-    TRAINERS[trainer] = f'{TRAINERS[base]}, selection="{sel}"'
+    TRAINERS[trainer] = (f"{TRAINERS[base]}, the library's defaults" if sel == "default"
+                         else f'{TRAINERS[base]}, selection="{sel}"')
     CNF_TRAINERS = CNF_TRAINERS + (trainer,)
 DEFAULT_CONFIGS = ("en-all@32000", "mix-20MB@32000,128000", "mix-all@32000,128000")
 QUICK_CONFIGS = ("mix-5MB@8000",)
@@ -233,7 +237,8 @@ def train_one(trainer: str, docs: List[str], vocab: int, spec: Dict[str, Any]
             kw["raw_vocab_size"] = 20 * vocab
         if base == "cnfmce-mem4g":
             kw["memory_limit"] = 4 * 10**9
-        kw["selection"] = selection  # explicit: the library's default selection is another
+        if selection != "default":  # "default": the library's own defaults
+            kw["selection"] = selection
         tok = cnfmce.train(docs, vocab_size=vocab, progress=False, **kw)
 
         def post() -> Dict[str, Any]:

@@ -53,3 +53,15 @@ def test_the_trainer_trains_with_the_selection(selection):
     other = cnfmce.train(list(DOCS), vocab_size=400, progress=False,
                          selection="paper" if selection != "paper" else "refined-non-ascii")
     assert ref.token_bytes() != other.token_bytes()  # the rule matters on this text
+
+
+def test_the_default_trainer_is_the_library_default():
+    b = _bench()
+    name = b.with_selection("cnfmce", "default")
+    assert name == "cnfmce:default"
+    b.register_trainer(name)
+    assert b.TRAINERS[name].endswith(", the library's defaults")
+    count, _, post = b.train_one(name, list(DOCS), 400, {})
+    ref = cnfmce.train(list(DOCS), vocab_size=400, progress=False)
+    assert count(DOCS[:5]) == sum(map(len, ref.encode_batch(DOCS[:5])))
+    assert post()["cnf"]["selection"] == ref.metadata["selection"] == "refined-non-ascii"
