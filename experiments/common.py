@@ -289,13 +289,6 @@ def _set_env(env: Dict[str, Optional[str]]) -> None:
             os.environ[k] = v
 
 
-def recorded_bpe_eval(corpus: str, size: str) -> Dict[str, Any]:
-    """generalisation.json's evaluation of the same-data BPE of ``corpus`` at ``size`` (the same
-    deterministic BPE on the same sets), for scripts run where that BPE's tokenizer is not cached
-    (KeyError when the page has no such run)."""
-    return json.loads((RESULTS / "generalisation.json").read_text())["runs"][f"{corpus}-{size}"]["eval"]["bpe"]
-
-
 def run_training(script: str, worker_args: Sequence[str], base: Path, params: Dict[str, Any],
                  label: str) -> Dict[str, Any]:
     """Runs ``python <script> --worker <worker_args...> <base>.run`` in its own process (one
@@ -392,13 +385,50 @@ def result_paths(name: str, quick: bool) -> Tuple[Path, Path, Path]:
 
 # Finished trials: their pages (and JSON) are kept as recorded results; the scripts that made
 # them were removed after their findings went into the core (or were dropped), and are in the
-# repository's history at the commit given here.
+# repository's history at the commit given here (the last commit that has them). Each page (and
+# its JSON, key "retired") carries retired_line(page) in its header.
+# page: (the retired files that made it, that commit, what the trial settled)
+_ISSUE13 = "28e5e3381d"  # the issue-13 trials retired after the defaults were chosen (defaults.md)
 FINISHED_TRIALS = {
     "raw_rule": ("raw_rule.py", "1ca72ca", "the raw-cut rules screened with train_from_counts; "
                  "the Han-weighted cut became the core's raw_han_exponent"),
     "zh_sources": ("zh_sources.py, zh_segment.py", "1ca72ca", "Chinese per source package: budget "
                    "or method (no JSON: the page records the runs' numbers)"),
+    "diagnosis": ("diagnosis.py, cnfx.py", _ISSUE13, "where the paper's CNF loses its edge on zh and "
+                  "multi; led to the refined selections"),
+    "selection": ("selection.py, cnfx.py", _ISSUE13, "the selection variants and raw vocabulary "
+                  "multiples; chose the core's RAW_VOCAB_PER_TOKEN and selection='refined'"),
+    "generalisation": ("generalisation.py, cnfx.py", _ISSUE13, "before/after with cnfmce.train at the "
+                       "settings of its time; the defaults were chosen since on a validation split"),
+    "languages": ("languages.py, cnfx.py", _ISSUE13, "the languages of multi below the BPE and where "
+                  "their tokens go in generalisation's vocabularies"),
+    "frontier": ("frontier.py, cnfx.py", _ISSUE13, "ids moved between scripts in trained vocabularies; "
+                 "the measurement behind selection='refined-non-ascii'"),
+    "thresholds": ("thresholds.py, cnfx.py", _ISSUE13, "counting thresholds of rounds 2 and 3; the "
+                   "core scales them to the corpus"),
+    "targets": ("targets.py", _ISSUE13, "issue 13's targets against every configuration measured; "
+                "defaults.md holds the defaults to them on the test split"),
+    "by_source": ("by_source.py, cnfx.py", _ISSUE13, "per-package gains of the 250k recipe with "
+                  "raw_han_exponent, which the defaults dropped"),
+    "script_tokens": ("script_tokens.py, cnfx.py", _ISSUE13, "why CNF's Han, Cyrillic, Greek and "
+                      "Hangul tokens are worth less than the BPE's; led to the byte-fallback trials"),
+    **{p: ("byte_fallback.py, cnfx.py", _ISSUE13, "byte fallback trials; the fallback prefixes went "
+           "into the core's step 6") for p in ("byte_fallback", "byte_fallback_128k", "byte_fallback_250k")},
+    **{p: ("script_balance.py, cnfx.py", _ISSUE13, "balancing the scripts inside the non-ASCII group "
+           "(not kept); fallback prefixes of every character (kept in step 6)")
+       for p in ("script_balance_32k", "script_balance_128k", "script_balance_250k")},
 }
+
+
+def retired_line(page: str) -> str:
+    """The sentence a finished trial's page (a bullet of its header) and JSON (``"retired"``) carry:
+    which retired files made it and the commit that still has them."""
+    files, commit, _ = FINISHED_TRIALS[page]
+    names = [f"experiments/{f}" for f in files.split(", ")]
+    one = len(names) == 1
+    return (f"Recorded results of a finished trial; the script{'' if one else 's'} that made it "
+            f"({', '.join(names)}) {'was' if one else 'were'} retired at commit `{commit}`; "
+            f"`git show {commit}:{names[0]}`.")
 
 
 def parser(doc: Optional[str], quick: bool = True,
@@ -515,13 +545,6 @@ def doc_body(doc: Optional[str]) -> str:
     """A script's docstring without its first two paragraphs (title and usage): the page's
     description of what it measures."""
     return (doc or "").split("\n\n", 2)[2].strip()
-
-
-def load_line(res: Dict[str, Any], runs: str = "run") -> str:
-    """The page sentence with the 1/5/15-minute load averages before and after ``res``'s run."""
-    fmt = lambda xs: ", ".join(f"{x:.1f}" for x in xs)  # noqa: E731
-    return (f"Machine load (1/5/15-min averages) before the {runs}: {fmt(res['load_before'])}; "
-            f"after: {fmt(res['load_after'])}.")
 
 
 # --- same-data byte-level BPE (Hugging Face tokenizers) ------------------------------------------

@@ -183,7 +183,9 @@ def ablation_par(r: Dict[str, Any], link: str) -> str:
 ISSUE13 = """
 **Chinese and multilingual text (issue 13).** These pages use the held-out-by-package protocol
 ([protocol.md](protocol.md)): vocabularies are trained on the shared training text without some
-whole source packages and evaluated both *in-domain* and *held-out-by-package*.
+whole source packages and evaluated both *in-domain* and *held-out-by-package*. Except
+protocol.md, they are the recorded results of finished trials: the scripts that made them were
+retired (each page names the commit that has its script), so their commands are as they were run.
 [diagnosis.md](diagnosis.md): why the paper's CNF loses its edge on zh and multi (per language,
 script and token length); [selection.md](selection.md): the selection variants measured and the
 raw vocabulary multiples (the table that chose `RAW_VOCAB_PER_TOKEN`);

@@ -1,8 +1,10 @@
 """docs/results/ and experiments/: every page lists the command that made it; each command names
 a script that is still in experiments/, or a finished trial kept only as its recorded page
-(``common.FINISHED_TRIALS``); every script imports, uses the one argument parser and runner of
-experiments/common.py, and every page with a JSON renders from that JSON byte for byte as it is
-committed (no training: the renderers read only the recorded JSON)."""
+(``common.FINISHED_TRIALS``: a frozen record that names the retired script and a commit that has
+it); every remaining script has its page, which lists its command; every script imports, uses the
+one argument parser and runner of experiments/common.py, and every page of a remaining script with
+a JSON renders from that JSON byte for byte as it is committed (no training: the renderers read
+only the recorded JSON); the index links every page."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import importlib
 import inspect
 import json
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,17 +27,20 @@ C = pytest.importorskip("common")
 
 PAGES = sorted(p for p in RESULTS.glob("*.md"))
 SCRIPTS = sorted(p.stem for p in EXPERIMENTS.glob("*.py"))
-LIBRARIES = {"common", "cnfx", "protocol"}  # helpers of the scripts, no page of their own
+LIBRARIES = {"common"}  # helpers of the scripts, no page of their own
+PAGE_OF = {"summary": "README"}  # scripts whose page has another name (the index)
 COMMAND = re.compile(r"python experiments/([a-z_0-9]+)\.py")
-# pages not rendered from their own JSON: the index (summary.py reads the four experiments'
-# JSON), selection (rendered from the cache of its variants, then its JSON written)
-NOT_FROM_OWN_JSON = {"README", "selection"}
+# pages not rendered from their own JSON: the index (summary.py reads the four experiments' JSON)
+NOT_FROM_OWN_JSON = {"README"}
 
 
 def script_of(page: str) -> str:
     """The script of a page: same name, or the name less a size suffix (``byte_fallback_128k``)."""
     if page in SCRIPTS:
         return page
+    for s, p in PAGE_OF.items():
+        if p == page:
+            return s
     return page.rsplit("_", 1)[0]
 
 
@@ -43,7 +50,7 @@ def test_every_page_lists_its_commands():
         names = set(COMMAND.findall(page.read_text(encoding="utf-8")))
         assert names, f"{page.name} names no `python experiments/...` command"
         for n in names:
-            finished = [k for k, (files, _, _) in C.FINISHED_TRIALS.items() if f"{n}.py" in files]
+            finished = [k for k, (files, _, _) in C.FINISHED_TRIALS.items() if f"{n}.py" in files.split(", ")]
             assert n in SCRIPTS or finished, f"{page.name}: experiments/{n}.py is neither there nor a finished trial"
 
 
@@ -52,15 +59,60 @@ def test_finished_trials_are_recorded_pages_without_scripts():
         assert (RESULTS / f"{page}.md").exists() and re.fullmatch(r"[0-9a-f]{7,40}", commit) and what
         for f in files.split(", "):
             assert not (EXPERIMENTS / f).exists(), f"{f} of a finished trial is still in experiments/"
+        assert script_of(page) not in SCRIPTS, f"{page}.md is a finished trial's page and a script's"
 
 
-def test_every_script_has_a_page_or_is_a_library():
+@pytest.mark.parametrize("page", sorted(C.FINISHED_TRIALS))
+def test_a_finished_trials_page_says_how_it_was_made(page):
+    """In its header (a bullet before the first section) and in its JSON: the retired files that
+    made it and the commit that has them."""
+    files, commit, _ = C.FINISHED_TRIALS[page]
+    line = C.retired_line(page)
+    for f in files.split(", "):
+        assert f"experiments/{f}" in line
+    assert f"`git show {commit}:experiments/{files.split(', ')[0]}`" in line
+    lines = (RESULTS / f"{page}.md").read_text(encoding="utf-8").splitlines()
+    header = lines[:next((i for i, x in enumerate(lines) if x.startswith("## ")), len(lines))][:6]
+    assert f"* {line}" in header, f"{page}.md: no '* {line}' in its header"
+    js = RESULTS / f"{page}.json"
+    if js.exists():
+        assert json.loads(js.read_text(encoding="utf-8"))["retired"] == line
+
+
+def _git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_the_named_commits_have_the_retired_scripts():
+    """``git cat-file -e COMMIT:experiments/FILE`` for every retired file; skipped outside a git
+    checkout (or in a shallow clone, which lacks the history)."""
+    if shutil.which("git") is None or _git("rev-parse", "--is-inside-work-tree").stdout.strip() != "true":
+        pytest.skip("not a git checkout")
+    if _git("rev-parse", "--is-shallow-repository").stdout.strip() == "true":
+        pytest.skip("a shallow clone: the retired scripts' commits are not here")
+    for page, (files, commit, _) in C.FINISHED_TRIALS.items():
+        for f in files.split(", "):
+            r = _git("cat-file", "-e", f"{commit}:experiments/{f}")
+            assert r.returncode == 0, f"{page}: commit {commit} has no experiments/{f}"
+
+
+def test_every_script_has_a_page_that_lists_its_command_or_is_a_library():
     pages = {p.stem for p in PAGES}
     for s in SCRIPTS:
         if s in LIBRARIES:
             continue
         own = {p for p in pages if script_of(p) == s}
-        assert own or s == "summary", f"experiments/{s}.py regenerates no docs/results page"
+        assert own, f"experiments/{s}.py regenerates no docs/results page"
+        for p in own:
+            text = (RESULTS / f"{p}.md").read_text(encoding="utf-8")
+            assert s in COMMAND.findall(text), f"{p}.md does not list `python experiments/{s}.py`"
+
+
+def test_the_index_links_every_page():
+    index = (RESULTS / "README.md").read_text(encoding="utf-8")
+    for page in PAGES:
+        if page.stem != "README":
+            assert f"]({page.name})" in index, f"docs/results/README.md does not link {page.name}"
 
 
 def test_one_argument_parser_and_one_runner():
