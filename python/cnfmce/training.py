@@ -333,7 +333,7 @@ def train(inputs: Inputs, vocab_size: int = _core.DEFAULT_VOCAB_SIZE, raw_vocab_
     non-ASCII part (Chinese, other scripts, accented words) an equal say; raise it for a
     multilingual vocabulary. With no ``rounds``, the paper's length intervals with the threshold
     of the rounds after the first scaled to the corpus (``cnfmce._core.scaled_threshold`` of its
-    UTF-8 bytes: 20 up to 128 MiB, the paper's 80 from 512 MiB). ``selection="paper"`` is the
+    UTF-8 bytes: 20 up to 137 MB, the paper's 80 from 512 MiB). ``selection="paper"`` is the
     paper's algorithm exactly (SPEC section 4), with the paper's rounds unless ``rounds`` is
     given. ``balance`` with another selection, or with ``non_ascii_exponent``, is refused.
 
