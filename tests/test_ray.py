@@ -33,7 +33,8 @@ def vocabulary(tok):
 def cluster():
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=150 << 20,
+    # a cluster of its own (address="local"), never one already running on the machine
+    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=150 << 20,
              log_to_driver=False, logging_level="ERROR")
     yield ray
     ray.shutdown()

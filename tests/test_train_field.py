@@ -131,7 +131,8 @@ def test_ray_backend_reads_the_field(files, expected, steps):
     ray = pytest.importorskip("ray")
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=150 << 20,
+    # a cluster of its own (address="local"), never one already running on the machine
+    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=150 << 20,
              log_to_driver=False, logging_level="ERROR")
     try:
         if steps == "train":
