@@ -1,12 +1,18 @@
 """Shared fixtures: the small corpora and vocabulary shipped in tests/fixtures, the large shared
 corpora and vocabularies, and tokenizers loaded once.
 
-Two tiers. The default run (``python -m pytest -q tests``) needs nothing outside the repository:
-tests read ``tests/fixtures`` (see its NOTICE.md and build.py). Tests that need the large shared
-corpora or the published vocabularies (``CNFMCE_SHARED``, default ``../shared``) carry the
-``shared`` marker, or use one of the fixtures in ``SHARED_FIXTURES`` (marked automatically); they
-are deselected unless ``-m`` is given: ``python -m pytest -q -m shared tests`` runs that tier
-(CI does, with the data present)."""
+Two tiers. The default run (``python -m pytest -q tests``) needs nothing outside the repository
+and stays quick: tests read ``tests/fixtures`` (see its NOTICE.md and build.py). The extra tier,
+deselected unless ``-m`` is given, holds two markers:
+
+* ``shared``: tests that need the large shared corpora or the published vocabularies
+  (``CNFMCE_SHARED``, default ``../shared``); a test using one of the fixtures in
+  ``SHARED_FIXTURES`` is marked automatically.
+* ``slow``: the long variants of checks whose shorter variant runs by default (the rest of the
+  random trials, larger cases, the other output formats on Ray).
+
+``python -m pytest -q -m "shared or slow" tests`` runs that tier (CI does, with the data
+present); ``-m shared`` or ``-m slow`` runs one of the two."""
 
 from __future__ import annotations
 
@@ -29,6 +35,8 @@ SHARED_FIXTURES = frozenset({"o200k", "qwen", "shared_dir", "tiktoken_o200k", "h
 def pytest_configure(config):
     config.addinivalue_line("markers", "shared: needs the large shared corpora or published vocabularies "
                                        "(CNFMCE_SHARED); deselected unless -m is given (-m shared runs them)")
+    config.addinivalue_line("markers", "slow: the long variant of a check whose shorter variant runs by default; "
+                                       "deselected unless -m is given (-m slow runs them)")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -45,16 +53,17 @@ def pytest_ignore_collect(collection_path, config):
 
 def pytest_collection_modifyitems(config, items):
     """Marks the tests that use a shared-data fixture ``shared``; without ``-m``, deselects the
-    shared tier, so a clone without the data neither runs nor skips those tests."""
+    extra tier (``shared`` and ``slow``), so a clone without the data neither runs nor skips those
+    tests, and the default run stays quick."""
     for item in items:
         if SHARED_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("shared"):
             item.add_marker(pytest.mark.shared)
     if config.option.markexpr:
         return
-    keep = [it for it in items if not it.get_closest_marker("shared")]
-    if len(keep) < len(items):
-        config.hook.pytest_deselected(items=[it for it in items if it.get_closest_marker("shared")])
-        items[:] = keep
+    extra = [it for it in items if it.get_closest_marker("shared") or it.get_closest_marker("slow")]
+    if extra:
+        config.hook.pytest_deselected(items=extra)
+        items[:] = [it for it in items if not (it.get_closest_marker("shared") or it.get_closest_marker("slow"))]
 
 
 def fixture_path(*parts: str) -> Path:

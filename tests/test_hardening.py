@@ -346,10 +346,10 @@ def test_ci_runs_the_readme_test_command_verbatim():
     lines = [x.strip() for x in (REPO / ".ci" / "run").read_text().splitlines()]
     code = [x for x in lines if x and not x.startswith("#")]
     assert _readme_commands()[1] in code
-    # then the shared-data tier, the last thing it does (its status is the script's; set -e stops
-    # the script when the README's command fails)
+    # then the extra tier (shared data and slow variants), the last thing it does (its status is
+    # the script's; set -e stops the script when the README's command fails)
     assert code[-2] == _readme_commands()[1]
-    assert code[-1] == "python -m pytest -q -m shared tests"
+    assert code[-1] == 'python -m pytest -q -m "shared or slow" tests'
     assert "set -euo pipefail" in code
     assert any("chromium" in x and "apt-get" in x for x in code)
 

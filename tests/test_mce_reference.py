@@ -189,9 +189,11 @@ class Case:
 N_CHUNKS = 50
 VOCABS_PER_CHUNK = 20   # 1000 random vocabularies in all
 TEXTS_PER_VOCAB = 8
+DEFAULT_CHUNKS = 10     # 200 of them in the default run; the other chunks are marked slow
 
 
-@pytest.mark.parametrize("chunk", range(N_CHUNKS))
+@pytest.mark.parametrize("chunk", [c if c < DEFAULT_CHUNKS else pytest.param(c, marks=pytest.mark.slow)
+                                   for c in range(N_CHUNKS)])
 def test_random_vocabularies_match_reference(chunk):
     for k in range(VOCABS_PER_CHUNK):
         case = Case(1000 * chunk + k)
@@ -575,11 +577,13 @@ def test_special_tokens_against_reference():
                 assert tok.decode(g) == text
 
 
-def test_very_long_tokens_match_reference():
-    """Tokens of thousands of bytes (longer than any ring buffer default), nested in each other."""
+@pytest.mark.parametrize("trials", [2, pytest.param(6, marks=pytest.mark.slow)])
+def test_very_long_tokens_match_reference(trials):
+    """Tokens of thousands of bytes (longer than any ring buffer default), nested in each other.
+    The default run takes the first 2 random vocabularies; the slow variant all 6."""
     rng = random.Random(3)
     base = ("the cat " * 200).encode()
-    for _ in range(6):
+    for _ in range(trials):
         tokens = [bytes([b]) for b in range(256)]
         tokens += [base[:k] for k in rng.sample(range(2, 1600), 15)]
         tokens += [base[a:a + rng.randrange(2, 1500)] for a in rng.sample(range(0, 1500), 15)]

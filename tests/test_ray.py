@@ -33,7 +33,8 @@ def vocabulary(tok):
 def cluster():
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=150 << 20,
+    # a cluster of its own (address="local"), never one already running on the machine
+    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=150 << 20,
              log_to_driver=False, logging_level="ERROR")
     yield ray
     ray.shutdown()
@@ -75,7 +76,8 @@ def local(corpus):
     return cnfmce.train(corpus, vocab_size=VOCAB, raw_vocab_size=RAW, progress=False)
 
 
-@pytest.mark.parametrize("partitions,block_size", [(1, None), (3, 150_000), (7, 400_000)])
+@pytest.mark.parametrize("partitions,block_size", [pytest.param(1, None, marks=pytest.mark.slow), (3, 150_000),
+                                                    pytest.param(7, 400_000, marks=pytest.mark.slow)])
 def test_vocabulary_equals_local(cluster, corpus, local, partitions, block_size):
     tok = cnfmce.train(corpus, vocab_size=VOCAB, raw_vocab_size=RAW, progress=False,
                        backend="ray", num_partitions=partitions, block_size=block_size)
@@ -250,16 +252,18 @@ def _cut_after_two_shards(d):
             f.unlink()
 
 
-@pytest.mark.parametrize("fmt", ["megatron", "llmc", "npy"])
+@pytest.mark.parametrize("fmt", ["megatron", pytest.param("llmc", marks=pytest.mark.slow),
+                                 pytest.param("npy", marks=pytest.mark.slow)])
 def test_tokenize_corpus_files_equal_local(cluster, corpus, shard_tok, tmp_path, fmt, capsys):
     """Paths: each file block is read and encoded by a map_batches actor; the driver writes
-    the same files as the local run, whatever the blocks, also after a resume."""
+    the same files as the local run, whatever the blocks, also after a resume. The default run
+    takes megatron (its resume and the progress bar); the other formats are marked slow."""
     tok = shard_tok
     want = cnfmce.tokenize_corpus(tok, corpus, tmp_path / "local", format=fmt, shard_size=300_000)
     got = cnfmce.tokenize_corpus(tok, corpus, tmp_path / "ray", format=fmt, shard_size=300_000,
-                                 backend="ray", block_size=120_000, progress=fmt == "npy")
+                                 backend="ray", block_size=120_000, progress=fmt in ("megatron", "npy"))
     assert got == want and len(want["shards"]) > 3
-    if fmt == "npy":  # the bar reaches the inputs' stored size, then the summary line
+    if fmt in ("megatron", "npy"):  # the bar reaches the inputs' stored size, then the summary line
         total = sum(i["bytes"] for i in want["inputs"])
         err = capsys.readouterr().err
         assert f"tokenized {want['documents']:,} documents" in err
@@ -355,31 +359,38 @@ def _strip_metadata(path):
     return d
 
 
-def test_cli_backend_ray(cluster, corpus, tmp_path):
+@pytest.mark.parametrize("command", ["train", pytest.param("count", marks=pytest.mark.slow),
+                                     pytest.param("tokenize", marks=pytest.mark.slow)])
+def test_cli_backend_ray(cluster, corpus, tmp_path, command):
     """cnfmce train / count / tokenize --backend ray --ray-address ADDR (the module's cluster):
-    the local run's files."""
+    the local run's files. The default run takes train; count and tokenize are marked slow."""
     from cnfmce.cli import main
     addr = ray.get_runtime_context().gcs_address
     on_ray = ["--backend", "ray", "--ray-address", addr]
     small = corpus[:2]
     train = ["train", "--vocab-size", "800", "--raw-vocab-size", "8000", "--rounds", "1-8:0,9-16:3",
              "--quiet"]
-    assert main(train + ["-o", str(tmp_path / "local.json")] + small) == 0
-    assert main(train + ["-o", str(tmp_path / "ray.json")] + on_ray + small) == 0
-    assert _strip_metadata(tmp_path / "ray.json") == _strip_metadata(tmp_path / "local.json")
-    assert json.loads((tmp_path / "ray.json").read_text())["metadata"]["counting"]["round_stats"][0]["shuffled_bytes"] > 0
+    if command != "count":  # the local run's vocabulary (tokenize encodes with it)
+        assert main(train + ["-o", str(tmp_path / "local.json")] + small) == 0
+    if command == "train":
+        assert main(train + ["-o", str(tmp_path / "ray.json")] + on_ray + small) == 0
+        assert _strip_metadata(tmp_path / "ray.json") == _strip_metadata(tmp_path / "local.json")
+        assert json.loads((tmp_path / "ray.json").read_text())["metadata"]["counting"]["round_stats"][0]["shuffled_bytes"] > 0
+        return
+    if command == "tokenize":
+        tok = ["tokenize", "-t", str(tmp_path / "local.json"), "--format", "megatron",
+               "--shard-size", "100KB", "--quiet"]
+        assert main(tok + ["-o", str(tmp_path / "sl")] + small) == 0
+        assert main(tok + ["-o", str(tmp_path / "sr")] + on_ray + small) == 0
+        assert len(_files(tmp_path / "sl")) > 3
+        assert _files(tmp_path / "sr") == _files(tmp_path / "sl")
+        return
     count = ["count", "--raw-vocab-size", "5000", "--rounds", "1-10:0", "--quiet"]
     assert main(count + ["-o", str(tmp_path / "local.tsv")] + small) == 0
     assert main(count + ["-o", str(tmp_path / "ray.tsv")] + on_ray + small) == 0
     # the candidates and counts, byte for byte (the second line is the run's info: timings)
     got, want = ((tmp_path / f).read_bytes().split(b"\n", 2) for f in ("ray.tsv", "local.tsv"))
     assert got[0] == want[0] and got[2] == want[2] and len(want[2]) > 10_000
-    tok = ["tokenize", "-t", str(tmp_path / "local.json"), "--format", "megatron",
-           "--shard-size", "100KB", "--quiet"]
-    assert main(tok + ["-o", str(tmp_path / "sl")] + small) == 0
-    assert main(tok + ["-o", str(tmp_path / "sr")] + on_ray + small) == 0
-    assert len(_files(tmp_path / "sl")) > 3
-    assert _files(tmp_path / "sr") == _files(tmp_path / "sl")
 
 
 def test_cli_backend_errors(corpus, tmp_path, monkeypatch, capsys):

@@ -281,7 +281,7 @@ def _trained_with_counting(docs, k, selection, **rule):
     return one
 
 
-@pytest.mark.parametrize("seed,k", [(2, 320), (6, 560)])
+@pytest.mark.parametrize("seed,k", [(2, 320), pytest.param(6, 560, marks=pytest.mark.slow)])
 def test_refined_scripts_equals_reference(seed, k):
     docs = _scripts_corpus(seed, n=12) + random_corpus(seed, n_docs=4, max_pieces=30)
     counts = brute_rounds(docs, ROUNDS)

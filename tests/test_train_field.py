@@ -125,23 +125,28 @@ def test_train_config_is_the_one_check():
             cnfmce.train(["some text"], progress=False, **kw)
 
 
-def test_ray_backend_reads_the_field(files, expected):
+@pytest.mark.parametrize("steps", ["train", pytest.param("count, train_from_counts", marks=pytest.mark.slow)])
+def test_ray_backend_reads_the_field(files, expected, steps):
+    """The field on Ray: train (the default run), count and train_from_counts (marked slow)."""
     ray = pytest.importorskip("ray")
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=150 << 20,
+    # a cluster of its own (address="local"), never one already running on the machine
+    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=150 << 20,
              log_to_driver=False, logging_level="ERROR")
     try:
-        tok = cnfmce.train(files, vocab_size=VOCAB, raw_vocab_size=RAW, progress=False,
-                           field="content", backend="ray", block_size=40_000)
-        assert vocabulary(tok) == expected
+        if steps == "train":
+            tok = cnfmce.train(files, vocab_size=VOCAB, raw_vocab_size=RAW, progress=False,
+                               field="content", backend="ray", block_size=40_000)
+            assert vocabulary(tok) == expected
+            with pytest.raises(cnfmce.CorpusError, match="a.jsonl"):
+                cnfmce.train([files[0]], vocab_size=VOCAB, progress=False, field="body", backend="ray")
+            return
         counts = cnfmce.count(files, raw_vocab_size=RAW, progress=False, field="content",
                               backend="ray")
         tok = cnfmce.train_from_counts(counts, files, vocab_size=VOCAB, progress=False,
                                        field="content", backend="ray")
         assert vocabulary(tok) == expected
-        with pytest.raises(cnfmce.CorpusError, match="a.jsonl"):
-            cnfmce.train([files[0]], vocab_size=VOCAB, progress=False, field="body", backend="ray")
         with pytest.raises(TypeError, match="unexpected keyword argument 'num_partitions'"):
             cnfmce.train_from_counts(counts, files, progress=False, backend="ray", num_partitions=2)
     finally:
