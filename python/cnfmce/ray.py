@@ -125,8 +125,10 @@ def connect(ray_address: Optional[str] = None) -> Any:
     if ray.is_initialized():  # already connected (to this address, we trust)
         return ray
     try:
-        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
-                 logging_level="WARNING")
+        # no address: a new local Ray ("local"), as documented; address=None would join the
+        # cluster last started on this machine instead
+        ray.init(address=address if address is not None else "local", ignore_reinit_error=True,
+                 log_to_driver=False, logging_level="WARNING")
     except ConnectionError as e:
         raise ClusterError(f"cannot connect to the Ray cluster at {address}: {e}") from None
     except Exception as e:  # noqa: BLE001 - Ray's start-up errors have no common type
