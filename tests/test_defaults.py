@@ -70,7 +70,7 @@ def test_balance_settings_are_monotone_and_zero_is_the_mix(size):
 def test_scaled_threshold():
     f = _core.scaled_threshold
     assert f(0) == f(10 ** 6) == _core.MIN_SCALED_THRESHOLD == 20
-    assert f(512 * 2 ** 20) == f(10 ** 12) == _core.PAPER_THRESHOLD == 80
+    assert f(512 * 2 ** 20) == f(10 ** 12) == f(2 ** 64 - 1) == _core.PAPER_THRESHOLD == 80
     assert f(40 * _core.BYTES_PER_THRESHOLD) == 40
     last = 0
     for b in range(0, 700 * 2 ** 20, 7 * 2 ** 20):

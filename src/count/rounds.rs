@@ -49,7 +49,7 @@ pub const BYTES_PER_THRESHOLD: u64 = (512 << 20) / PAPER_THRESHOLD;
 /// the multi-word candidates that a raw vocabulary of millions would keep
 /// (`docs/results/defaults.md` measures 20 against 80).
 pub fn scaled_threshold(corpus_bytes: u64) -> u64 {
-    let t = (corpus_bytes + BYTES_PER_THRESHOLD / 2) / BYTES_PER_THRESHOLD;
+    let t = corpus_bytes.saturating_add(BYTES_PER_THRESHOLD / 2) / BYTES_PER_THRESHOLD;
     t.clamp(MIN_SCALED_THRESHOLD, PAPER_THRESHOLD)
 }
 
