@@ -487,7 +487,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--counts", default=None, help="skip counting: use this counts file (from `cnfmce count`)")
     t.add_argument("--special-token", action="append", default=[], metavar="S", help="a special token (repeatable); gets the last ids")
     t.add_argument("--memory-limit", type=_size, default=None, metavar="SIZE", help="memory bound for counting, e.g. 8G (default: a sixth of the RAM, at least 1G)")
-    t.add_argument("--rounds", type=_rounds, default=None, help="counting rounds, e.g. 1-12:0,13-21:80,22-30:80")
+    t.add_argument("--rounds", type=_rounds, default=None,
+                   help="counting rounds, e.g. 1-12:0,13-21:80,22-30:80 (the paper's; default: these lengths "
+                        "with the threshold of the last two scaled to the corpus, 20 to 80; with --selection "
+                        "paper, the paper's)")
     t.add_argument("--algorithm", choices=["mce", "fmm"], default="mce", help="encoding algorithm saved with the tokenizer")
     t.add_argument("--balance", type=_balance, default=None, metavar="B",
                    help="0 to 1: how many ids go to the non-ASCII part of the mix (Chinese, other "
@@ -522,7 +525,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", required=True, help="counts file to write (.tsv or .tsv.gz)")
     c.add_argument("--raw-vocab-size", type=_positive_int, default=None, metavar="M", help="candidates to keep (default 5,000,000)")
     c.add_argument("--memory-limit", type=_size, default=None, metavar="SIZE", help="memory bound, e.g. 8G (default: a sixth of the RAM, at least 1G)")
-    c.add_argument("--rounds", type=_rounds, default=None, help="counting rounds, e.g. 1-12:0,13-21:80,22-30:80")
+    c.add_argument("--rounds", type=_rounds, default=None,
+                   help="counting rounds, e.g. 1-12:0,13-21:80,22-30:80 (the paper's; default: these lengths "
+                        "with the threshold of the last two scaled to the corpus, 20 to 80, as train's)")
     c.add_argument("--field", default="text", help="JSON field / parquet column with the text (default text)")
     c.add_argument("inputs", nargs="+", metavar="INPUT", help=inputs_help)
     _add_common(c)
