@@ -496,7 +496,10 @@ def test_sigterm_during_tokenize_leaves_complete_shards_only(tmp_path, long_corp
 
 def test_sigint_during_tokenize_says_interrupted_once(tmp_path, long_corpus):
     out = tmp_path / "o"
-    p = _start_tokenize(long_corpus, out)
+    # the corpus four times (~90 MB, several seconds even on an idle machine): the signal lands
+    # while the run is still writing shards
+    big = str(long_corpus / "big.jsonl")
+    p = _start_tokenize(long_corpus, out, big, big, big)
     try:
         _wait_for_shards(p, out)
         p.send_signal(signal.SIGINT)
