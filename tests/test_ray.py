@@ -125,6 +125,7 @@ def test_counts_equal_local_for_documents_and_datasets(cluster):
     assert list(got.items()) == list(want.items()) and got.characters == want.characters
 
 
+@pytest.mark.slow  # CI's extra tier (-m "shared or slow"); the default run keeps the others
 def test_train_from_parquet_counts_on_ray(cluster, corpus, tmp_path):
     """Counts from elsewhere (a Spark-like directory of parquet parts) filtered on the cluster
     give the local train_from_counts' vocabulary on the counts file."""
@@ -157,6 +158,7 @@ def test_train_from_parquet_counts_on_ray(cluster, corpus, tmp_path):
     assert got.metadata["selection"] == want.metadata["selection"] == "refined-non-ascii"
 
 
+@pytest.mark.slow  # CI's extra tier (-m "shared or slow"); the default run keeps the others
 def test_worker_killed_mid_round(cluster, corpus, local, tmp_path):
     marker = tmp_path / "killed"
     tok = cnfmce.ray.train(corpus, vocab_size=VOCAB, raw_vocab_size=RAW, progress=False,
@@ -165,6 +167,7 @@ def test_worker_killed_mid_round(cluster, corpus, local, tmp_path):
     assert vocabulary(tok) == vocabulary(local)
 
 
+@pytest.mark.slow  # CI's extra tier (-m "shared or slow"); the default run keeps the others
 def test_spilling_workers(cluster, corpus, local):
     tok = cnfmce.ray.train(corpus, vocab_size=VOCAB, raw_vocab_size=RAW, progress=False,
                            memory_limit=1 << 20, block_size=1_500_000, num_partitions=2)
@@ -277,7 +280,7 @@ def test_tokenize_corpus_files_equal_local(cluster, corpus, shard_tok, tmp_path,
         assert _files(tmp_path / "ray") == _files(tmp_path / "local")
 
 
-@pytest.mark.parametrize("fmt", ["llmc", "npy"])
+@pytest.mark.parametrize("fmt", ["llmc", pytest.param("npy", marks=pytest.mark.slow)])
 def test_tokenize_dataset_equals_local(cluster, shard_tok, tmp_path, fmt):
     """A ray.data.Dataset (its own blocks, other columns and nulls in it) and documents in
     memory give the local run's files; a resumed dataset run too."""
@@ -338,6 +341,7 @@ def test_refined_train_counting_on_ray_equals_local(cluster, corpus):
     assert tok.metadata["covered_beyond_cut"] == want.metadata["covered_beyond_cut"]
 
 
+@pytest.mark.slow  # CI's extra tier (-m "shared or slow"); the default run keeps the others
 def test_han_weighted_cut_on_ray_equals_local(cluster, corpus):
     # raw_han_exponent (src/raw_cut.rs): the partitioned rounds keep the pool, the coordinator's
     # cut weighs it as the local run does; and non_ascii_exponent reaches the refining passes
