@@ -35,6 +35,35 @@ def _quiet_interrupt_in_the_command() -> None:
         else:
             previous(kind, value, tb)
     _sys.excepthook = hook
+    # Ctrl-C while the command's modules are still being imported is held until they are (a
+    # KeyboardInterrupt inside a C extension's import, numpy's, turns into an ImportError with a
+    # traceback): cnfmce.cli calls _end_deferred_interrupt() after its imports
+    global _deferred
+    import signal
+    try:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            pending: list = []
+            signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+            _deferred = pending
+    except ValueError:  # not the main thread
+        pass
+
+
+#: the SIGINTs held while the command imports its modules (None: nothing held)
+_deferred = None
+
+
+def _end_deferred_interrupt() -> None:
+    """Ends the hold of :func:`_quiet_interrupt_in_the_command`: Ctrl-C works again, and one that
+    came during the imports interrupts now."""
+    global _deferred
+    pending, _deferred = _deferred, None
+    if pending is None:
+        return
+    import signal
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pending:
+        raise KeyboardInterrupt
 
 
 _quiet_interrupt_in_the_command()

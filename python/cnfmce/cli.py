@@ -34,6 +34,9 @@ from . import __version__
 from ._core import DEFAULT_BALANCE, DEFAULT_BOUNDARY_PENALTY
 from .errors import CnfmceError
 from .loading import load_tokenizer_file as _load_tokenizer
+from . import _end_deferred_interrupt
+
+_end_deferred_interrupt()  # the command's imports are done: a Ctrl-C held meanwhile acts now
 
 __all__ = ["main"]
 
