@@ -26,7 +26,7 @@ import pytest
 
 import cnfmce
 
-from conftest import REPO
+from conftest import REPO, ctrl_c_as_in_a_terminal
 
 BYTES = [bytes([b]) for b in range(256)]
 T = cnfmce.Tokenizer
@@ -451,7 +451,7 @@ def _start_tokenize(src, out, *extra, shard_size="64KB"):
                              str(src / "tok.json"), "-o", str(out), "--format", "megatron",
                              "--shard-size", shard_size, "--threads", "1", *extra,
                              str(src / "big.jsonl")], env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE, preexec_fn=ctrl_c_as_in_a_terminal)
 
 
 def _wait_for_shards(p, out, n=3, timeout=60):
@@ -543,7 +543,8 @@ def test_sigint_during_imports_is_not_a_traceback(tmp_path):
     for delay in (0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3):
         p = subprocess.Popen([sys.executable, str(script), "tokenize", "-t", "tok.json", "-o",
                               f"o{delay}", "--format", "npy", "--quiet", "--threads", "1", "c.jsonl"], cwd=tmp_path,
-                             env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             preexec_fn=ctrl_c_as_in_a_terminal)
         assert p.stderr.readline() == b"ready\n"
         time.sleep(delay)
         p.send_signal(signal.SIGINT)

@@ -37,7 +37,7 @@ def _quiet_interrupt_in_the_command() -> None:
     _sys.excepthook = hook
     # Ctrl-C while the command's modules are still being imported is held until they are (a
     # KeyboardInterrupt inside a C extension's import, numpy's, turns into an ImportError with a
-    # traceback): cnfmce.cli calls _end_deferred_interrupt() after its imports
+    # traceback): cnfmce.cli calls _end_deferred_interrupt(preload=("numpy",))
     global _deferred
     import signal
     try:
@@ -53,13 +53,20 @@ def _quiet_interrupt_in_the_command() -> None:
 _deferred = None
 
 
-def _end_deferred_interrupt() -> None:
-    """Ends the hold of :func:`_quiet_interrupt_in_the_command`: Ctrl-C works again, and one that
-    came during the imports interrupts now."""
+def _end_deferred_interrupt(preload: tuple = ()) -> None:
+    """Ends the hold of :func:`_quiet_interrupt_in_the_command` (when it holds: in the command
+    only), after importing the modules ``preload`` names: Ctrl-C works again, and one that came
+    during the imports interrupts now."""
     global _deferred
-    pending, _deferred = _deferred, None
-    if pending is None:
+    if _deferred is None:
         return
+    import importlib
+    for name in preload:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    pending, _deferred = _deferred, None
     import signal
     signal.signal(signal.SIGINT, signal.default_int_handler)
     if pending:

@@ -36,7 +36,10 @@ from .errors import CnfmceError
 from .loading import load_tokenizer_file as _load_tokenizer
 from . import _end_deferred_interrupt
 
-_end_deferred_interrupt()  # the command's imports are done: a Ctrl-C held meanwhile acts now
+# the command's imports are done: a Ctrl-C held meanwhile acts now (in the `cnfmce` command only,
+# numpy is imported first, still held: most commands need it, and its C import turns a
+# KeyboardInterrupt into an ImportError with a traceback)
+_end_deferred_interrupt(preload=("numpy",))
 
 __all__ = ["main"]
 
