@@ -110,26 +110,25 @@ def _positive_int(s: str) -> int:
     return v
 
 
-def _exponent(s: str) -> float:
-    """An exponent of training: a number from 0 to 4."""
+def _number_from(lo: float, hi: float, s: str) -> float:
+    """A number from ``lo`` to ``hi`` on the command line."""
     try:
         v = float(s)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
-    if not 0 <= v <= 4:
-        raise argparse.ArgumentTypeError(f"must be a number from 0 to 4, got {s!r}")
+    if not lo <= v <= hi:
+        raise argparse.ArgumentTypeError(f"must be a number from {lo:g} to {hi:g}, got {s!r}")
     return v + 0.0
+
+
+def _exponent(s: str) -> float:
+    """An exponent of training: a number from 0 to 4."""
+    return _number_from(0, 4, s)
 
 
 def _balance(s: str) -> float:
     """--balance: a number from 0 to 1."""
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
-    if not 0 <= v <= 1:
-        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {s!r}")
-    return v + 0.0
+    return _number_from(0, 1, s)
 
 
 def _penalty(s: str) -> float:
