@@ -24,7 +24,6 @@ a time in its own process; gains are in characters per token over a byte-level B
 
 from __future__ import annotations
 
-import gzip
 import json
 import sys
 import time
@@ -103,35 +102,10 @@ def split() -> Dict[str, Any]:
     units = multi_test_units(sc, val["families"], test["families"])
     where = {s: "val" for s in val["sources"]}
     where.update({s: "test" for s in test["sources"]})
-    paths: Dict[str, Dict[str, str]] = {}
-    stats: Dict[str, Dict[str, Any]] = {}
-    for cat in C.CATEGORIES:
-        d = d0 / cat
-        d.mkdir(parents=True, exist_ok=True)
-        paths[cat] = {k: str(d / f"{k}.jsonl.gz") for k in KINDS}
-        fhs = {k: gzip.open(str(d / f"{k}.jsonl.gz.tmp"), "wt", encoding="utf-8", compresslevel=5)
-               for k in KINDS}
-        st = {k: {"docs": 0, "chars": 0, "bytes": 0, "langs": Counter(), "sources": Counter()}
-              for k in KINDS}
-        for sp in ("train", "test"):
-            for doc in C.read_jsonl(C.corpus_path(cat, sp)):
-                kind = (where.get(doc["source"])
-                        or ("test" if cat == "multi" and (doc["source"], doc.get("lang") or "") in units
-                            else None)
-                        or ("train" if sp == "train" else "indomain"))
-                fhs[kind].write(json.dumps(doc, ensure_ascii=False) + "\n")
-                s = st[kind]
-                s["docs"] += 1
-                s["chars"] += len(doc["text"])
-                s["bytes"] += len(doc["text"].encode("utf-8", "surrogatepass"))
-                s["langs"][doc.get("lang") or ""] += len(doc["text"])
-                s["sources"][doc["source"]] += 1
-        for k, fh in fhs.items():
-            fh.close()
-            Path(paths[cat][k] + ".tmp").replace(paths[cat][k])
-        stats[cat] = {k: {"docs": v["docs"], "chars": v["chars"], "bytes": v["bytes"],
-                          "lang_chars": dict(sorted(v["langs"].items())),
-                          "sources": len(v["sources"])} for k, v in st.items()}
+    paths, stats = P.write_sets(d0, KINDS, lambda cat, sp, doc: (
+        where.get(doc["source"])
+        or ("test" if cat == "multi" and (doc["source"], doc.get("lang") or "") in units else None)
+        or ("train" if sp == "train" else "indomain")))
     meta = {"params": params, "val_families": val["families"], "test_families": test["families"],
             "multi_test_units": sorted(f"{a} ({b})" for a, b in units),
             "val_sources": val["sources"], "test_sources": test["sources"], "paths": paths,

@@ -166,6 +166,39 @@ def _params() -> Dict[str, Any]:
             "keep_lang": KEEP_LANG, "fill_order": FILL_ORDER, "corpora": _corpus_key()}
 
 
+
+def write_sets(d0: Path, kinds: Sequence[str], kind_of: Any) -> Tuple[Dict[str, Dict[str, str]], Dict[str, Any]]:
+    """Writes every document of the shared train and test files of each category to
+    ``d0/<cat>/<kind>.jsonl.gz``, ``kind_of(cat, split, doc)`` choosing the kind (files replaced
+    atomically); returns (category -> kind -> path, category -> kind -> statistics)."""
+    paths: Dict[str, Dict[str, str]] = {}
+    stats: Dict[str, Dict[str, Any]] = {}
+    for cat in C.CATEGORIES:
+        d = d0 / cat
+        d.mkdir(parents=True, exist_ok=True)
+        paths[cat] = {k: str(d / f"{k}.jsonl.gz") for k in kinds}
+        fhs = {k: gzip.open(str(d / f"{k}.jsonl.gz.tmp"), "wt", encoding="utf-8", compresslevel=5)
+               for k in kinds}
+        st = {k: {"docs": 0, "chars": 0, "bytes": 0, "langs": Counter(), "sources": Counter()}
+              for k in kinds}
+        for split in ("train", "test"):
+            for doc in C.read_jsonl(C.corpus_path(cat, split)):
+                kind = kind_of(cat, split, doc)
+                fhs[kind].write(json.dumps(doc, ensure_ascii=False) + "\n")
+                s = st[kind]
+                s["docs"] += 1
+                s["chars"] += len(doc["text"])
+                s["bytes"] += len(doc["text"].encode("utf-8", "surrogatepass"))
+                s["langs"][doc.get("lang") or ""] += len(doc["text"])
+                s["sources"][doc["source"]] += 1
+        for k, fh in fhs.items():
+            fh.close()
+            Path(paths[cat][k] + ".tmp").replace(paths[cat][k])
+        stats[cat] = {k: {"docs": v["docs"], "chars": v["chars"], "bytes": v["bytes"],
+                          "lang_chars": dict(sorted(v["langs"].items())),
+                          "sources": len(v["sources"])} for k, v in st.items()}
+    return paths, stats
+
 def materialize() -> Dict[str, Any]:
     """Writes the three sets per category (once; cached with the parameters that made them) and
     returns ``{"choice": ..., "paths": {cat: {kind: path}}, "stats": ...}``."""
@@ -182,35 +215,8 @@ def materialize() -> Dict[str, Any]:
     sc = scan()
     choice = choose(sc)
     held = set(choice["sources"])
-    paths: Dict[str, Dict[str, str]] = {}
-    stats: Dict[str, Dict[str, Dict[str, Any]]] = {}
-    for cat in C.CATEGORIES:
-        d = OUT / cat
-        d.mkdir(parents=True, exist_ok=True)
-        paths[cat] = {k: str(d / f"{k}.jsonl.gz") for k in KINDS}
-        fhs = {k: gzip.open(str(d / f"{k}.jsonl.gz.tmp"), "wt", encoding="utf-8", compresslevel=5)
-               for k in KINDS}
-        st = {k: {"docs": 0, "chars": 0, "bytes": 0, "langs": Counter(), "sources": Counter()}
-              for k in KINDS}
-        for split in ("train", "test"):
-            for doc in C.read_jsonl(C.corpus_path(cat, split)):
-                if doc["source"] in held:
-                    kind = "heldout"
-                else:
-                    kind = "train" if split == "train" else "indomain"
-                fhs[kind].write(json.dumps(doc, ensure_ascii=False) + "\n")
-                s = st[kind]
-                s["docs"] += 1
-                s["chars"] += len(doc["text"])
-                s["bytes"] += len(doc["text"].encode("utf-8", "surrogatepass"))
-                s["langs"][doc.get("lang") or ""] += len(doc["text"])
-                s["sources"][doc["source"]] += 1
-        for k, fh in fhs.items():
-            fh.close()
-            Path(paths[cat][k] + ".tmp").replace(paths[cat][k])
-        stats[cat] = {k: {"docs": v["docs"], "chars": v["chars"], "bytes": v["bytes"],
-                          "lang_chars": dict(sorted(v["langs"].items())),
-                          "sources": len(v["sources"])} for k, v in st.items()}
+    paths, stats = write_sets(OUT, KINDS, lambda cat, split, doc: "heldout" if doc["source"] in held
+                              else ("train" if split == "train" else "indomain"))
     meta = {"params": params, "choice": choice, "paths": paths, "stats": stats}
     tmp = meta_p.with_suffix(".tmp")
     tmp.write_text(json.dumps(meta, indent=1))
