@@ -48,7 +48,9 @@ NEW = 32_768
 CATS = list(C.CATEGORIES)
 SETS = ("test", "heldout")
 ALL_STEPS = ["o200k-ext", "o200k-eval", "drift", "union", "addtok", "bpecont", "qwen-ext", "qwen-eval",
-             "scratch", "raw40"]
+             "scratch", "raw40", "val"]
+# The counted candidates per new token compared on the validation split (step ``val``).
+VAL_RAW = (10, 20, 40)
 
 
 def _shared() -> Path:
@@ -163,6 +165,14 @@ def worker(args: Sequence[str]) -> None:
         ext = continue_training(base, files=[str(txt)], vocab_size=n0 + NEW, show_progress=False)
         ext.save(out)
         _done(out, {"base_size": n0, "size": ext.get_vocab_size(with_added_tokens=True)}, t0)
+    elif kind == "val-ext":
+        # step val: extend on the training part of experiments/defaults.py's split
+        import defaults as D
+        raw = int(extra[0]) * NEW
+        tok = cnfmce.extend(o200k(), [str(p) for p in D.train_paths("mix")], NEW, raw_vocab_size=raw,
+                            progress=True, memory_limit=C.MEMORY_LIMIT)
+        tok.save(out)
+        _done(out, {"metadata": {k: tok.metadata[k] for k in ("counting", "extend_passes", "used_new_tokens")}}, t0)
     else:
         raise SystemExit(f"unknown worker {kind}")
 
@@ -212,19 +222,46 @@ def step_o200k_raw40(res: Dict[str, Any], sets) -> None:
     res["eval"]["o200k-ext-raw40"] = measure(cnf_batch(cnfmce.Tokenizer.load(OUT / "o200k-ext-raw40.json.gz")), sets)
 
 
-def step_union(res: Dict[str, Any], sets) -> None:
+def union_of(base, cnf):
+    """``base`` + the ``NEW`` most used tokens of the CNF vocabulary ``cnf`` that ``base`` lacks
+    (a CNF vocabulary's ids are in order of usage), new ids after o200k_base's largest."""
     import cnfmce
-    res["train"]["cnf128k"] = run_worker("cnf128k", OUT / "cnf128k.json.gz")
-    cnf = cnfmce.Tokenizer.load(OUT / "cnf128k.json.gz")
-    base = o200k()
     have = set(base.token_bytes().values())
-    ranked = [t for i, t in sorted(cnf.token_bytes().items()) if t not in have][:NEW]  # ids by usage
+    ranked = [t for i, t in sorted(cnf.token_bytes().items()) if t not in have][:NEW]
     ids, toks = base._core.tokens()
     first = 200019
     toks = list(toks) + ranked
     ids = list(ids) + list(range(first, first + len(ranked)))
-    union = cnfmce.Tokenizer._build(toks, ids, base._core.specials(), base._core.options)
-    res["union_tokens"] = len(ranked)
+    return cnfmce.Tokenizer._build(toks, ids, base._core.specials(), base._core.options), len(ranked)
+
+
+def step_val(res: Dict[str, Any]) -> None:
+    """How many counted candidates per new token ``extend`` keeps by default, chosen on the
+    validation part of experiments/defaults.py's split (trained on its training part); the
+    naive union there is o200k_base + the top of that split's CNF 128k (``selection="refined"``)."""
+    import cnfmce
+    import defaults as D
+    sets = D.eval_sets("mix")
+    val = res.setdefault("val", {})
+    base = o200k()
+    tt = tiktoken_o200k()
+    val["o200k-bpe"] = D.measure(lambda texts: [len(x) for x in tt.encode_batch(texts)], sets)
+    val["o200k-mce"] = D.measure(lambda texts: [len(x) for x in base.encode_batch(texts)], sets)
+    tok_p, _ = D.trained("mix", "128k", "refined")
+    union, _ = union_of(base, cnfmce.Tokenizer.load(tok_p))
+    val["union"] = D.measure(lambda texts: [len(x) for x in union.encode_batch(texts)], sets)
+    for k in VAL_RAW:
+        out = OUT / f"val-ext-raw{k}.json.gz"
+        res["train"][f"val-ext-raw{k}"] = run_worker("val-ext", out, str(k))
+        tok = cnfmce.Tokenizer.load(out)
+        val[f"ext-raw{k}"] = D.measure(lambda texts: [len(x) for x in tok.encode_batch(texts)], sets)
+
+
+def step_union(res: Dict[str, Any], sets) -> None:
+    import cnfmce
+    res["train"]["cnf128k"] = run_worker("cnf128k", OUT / "cnf128k.json.gz")
+    union, n = union_of(o200k(), cnfmce.Tokenizer.load(OUT / "cnf128k.json.gz"))
+    res["union_tokens"] = n
     res["eval"]["union"] = measure(cnf_batch(union), sets)
 
 
@@ -339,7 +376,8 @@ def run(args: Any) -> Dict[str, Any]:
            "drift": lambda: step_drift(res, sets), "union": lambda: step_union(res, sets),
            "addtok": lambda: step_addtok(res, sets), "bpecont": lambda: step_bpecont(res, sets),
            "scratch": lambda: step_scratch(res, sets), "qwen-ext": lambda: step_qwen_ext(res),
-           "qwen-eval": lambda: step_qwen_eval(res, sets), "raw40": lambda: step_o200k_raw40(res, sets)}
+           "qwen-eval": lambda: step_qwen_eval(res, sets), "raw40": lambda: step_o200k_raw40(res, sets),
+           "val": lambda: step_val(res)}
     for s in steps:
         print(f"== {s}", flush=True)
         t0 = time.perf_counter()
