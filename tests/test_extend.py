@@ -204,10 +204,15 @@ def test_bad_arguments(base, docs):
         cnfmce.extend(base, docs[:3], 0, progress=False)
     with pytest.raises(ValueError, match="new_tokens"):
         cnfmce.extend(base, docs[:3], True, progress=False)
-    with pytest.raises(ValueError, match="ray"):
-        cnfmce.extend(base, docs[:3], 10, backend="ray", progress=False)
     with pytest.raises(TypeError, match="unexpected keyword"):
         cnfmce.extend(base, docs[:3], 10, ray_address="x", progress=False)
+    with pytest.raises(ValueError, match="backend must be 'local' or 'ray'"):
+        cnfmce.extend(base, docs[:3], 10, backend="spark", progress=False)
+    # the Ray options are checked before any Ray is reached (tests/test_extend_ray.py runs it)
+    with pytest.raises(TypeError, match=r"extend\(\) got an unexpected keyword argument 'partitions'"):
+        cnfmce.extend(base, docs[:3], 10, backend="ray", partitions=2, progress=False)
+    with pytest.raises(ValueError, match="num_partitions must be a positive int"):
+        cnfmce.extend(base, docs[:3], 10, backend="ray", num_partitions=0, progress=False)
     with pytest.raises(TypeError, match="Tokenizer or a path"):
         cnfmce.extend(123, docs[:3], 10, progress=False)
     with pytest.raises(FileNotFoundError):
