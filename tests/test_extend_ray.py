@@ -1,15 +1,23 @@
 """cnfmce.extend(..., backend="ray") on a real local Ray cluster started once for the module: the
 extended tokenizer (tokens, ids, special tokens, the pieces of metadata["extension"]) equals the
-local run's byte for byte, whatever the blocks and the partitions; progress. The default run
-keeps one case; the other inputs, layouts and options are marked slow."""
+local run's byte for byte, whatever the blocks and the partitions; progress; the command line;
+Ctrl-C. The default run keeps one case; the other inputs, layouts and options are marked slow."""
 
 from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
 import cnfmce
 from cnfmce.extend import extension_info
-from conftest import fixture_path
+from conftest import ctrl_c_as_in_a_terminal, fixture_path
 from train_helpers import read_shared_docs
 
 ray = pytest.importorskip("ray")
@@ -117,3 +125,70 @@ def test_extend_options_on_ray_equal_local(cluster, base, paths, tmp_path):
     with pytest.raises(ValueError, match="memory_limit"):
         cnfmce.extend(base, paths, 10, backend="ray", memory_limit=1 << 50, progress=False)
 
+
+@pytest.mark.slow  # CI's extra tier (-m "shared or slow"); the default run keeps the case above
+def test_cli_extend_backend_ray(cluster, paths, tmp_path):
+    """cnfmce extend --backend ray --ray-address ADDR (the module's cluster): the local run's
+    file, its extension record included (the rest of the metadata holds timings)."""
+    from cnfmce.cli import main
+    addr = ray.get_runtime_context().gcs_address
+    cmd = ["extend", str(fixture_path("vocabs", "bpe8k.tiktoken")), "--new-tokens", "120",
+           "--special-token", "<|endoftext|>=9000", "--rounds", "1-8:0,9-16:3", "--quiet"]
+    assert main(cmd + ["-o", str(tmp_path / "local.json")] + paths[:2]) == 0
+    assert main(cmd + ["-o", str(tmp_path / "ray.json"), "--backend", "ray", "--ray-address", addr]
+                + paths[:2]) == 0
+    got, want = (json.loads((tmp_path / f).read_text(encoding="utf-8")) for f in ("ray.json", "local.json"))
+    assert got.pop("metadata")["extension"] == want.pop("metadata")["extension"]
+    assert got == want
+
+
+@pytest.mark.slow  # CI's extra tier (-m "shared or slow"); the default run keeps the case above
+def test_cli_extend_on_ray_interrupted(cluster, paths, tmp_path):
+    """Ctrl-C during a pass on the cluster: the tasks in flight are cancelled, the command ends
+    promptly with one line, no output file; the cluster runs the next job."""
+    addr = ray.get_runtime_context().gcs_address
+    out = tmp_path / "x.json"
+    p = subprocess.Popen([sys.executable, "-m", "cnfmce.cli", "extend",
+                          str(fixture_path("vocabs", "bpe8k.tiktoken")), "-o", str(out),
+                          "--new-tokens", str(NEW), "--backend", "ray", "--ray-address", addr, *paths],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path,
+                         env=dict(os.environ, PYTHONWARNINGS="ignore::DeprecationWarning"),
+                         preexec_fn=ctrl_c_as_in_a_terminal)
+    err = bytearray()
+    reader = threading.Thread(target=lambda: [err.extend(c) for c in iter(lambda: p.stderr.read1(4096), b"")])
+    reader.start()
+    try:
+        t0 = time.monotonic()
+        while b"  filter: " not in err:  # the filtering pass is done, a refining pass starts
+            assert time.monotonic() - t0 < 180 and p.poll() is None, bytes(err).decode()
+            time.sleep(0.02)
+        t1 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=120)
+        elapsed = time.monotonic() - t1
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        reader.join()
+    text = bytes(err).decode()
+    assert p.returncode == 130, text
+    assert "cnfmce: interrupted" in text and "Traceback" not in text, text
+    assert "  refine 3: " not in text  # it stopped before the end
+    assert elapsed < 45.0, elapsed
+    assert not out.exists()
+    assert cnfmce.ray.count(paths[:1], raw_vocab_size=100, rounds=((1, 4, 0),), progress=False)
+
+
+def test_cli_extend_backend_errors(paths, tmp_path, monkeypatch, capsys):
+    """One-line errors before any work: --ray-address without --backend ray; Ray not installed."""
+    from cnfmce.cli import main
+    out = tmp_path / "x.json"
+    cmd = ["extend", str(fixture_path("vocabs", "bpe8k.tiktoken")), "-o", str(out), "--new-tokens", "10"]
+    assert main(cmd + ["--ray-address", "x:1", paths[0]]) == 1
+    assert "--ray-address needs --backend ray" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    assert main(cmd + ["--backend", "ray", paths[0]]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("cnfmce: error: --backend ray") and "pip install 'cnfmce[ray]'" in err
+    assert not out.exists()
