@@ -28,12 +28,11 @@
 //! embedding for it can be initialised from.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
 use crate::error::Error;
-use crate::filter::BlockUsage;
+use crate::filter::{BlockUsage, Filter};
 use crate::mce::{Encoder, Scratch};
 use crate::options::{Algorithm, Options};
 use crate::refine::{self, REFINE_STEPS};
@@ -78,6 +77,11 @@ pub struct Extended {
 /// An extension run, one pass at a time (like [`crate::Trainer`]'s filtering and refining
 /// passes): `while let Some(step) = e.next_pass() { e.add(..)...; e.end_pass()? }`, then
 /// [`Extender::finish`].
+///
+/// A pass spread over machines: each builds the pass's [`Filter`] from
+/// [`Extender::pass_vocab`] with [`Extender::pass_options`] (`Filter::with_ids`) and computes
+/// the [`BlockUsage`] of its documents (`Filter::usage_of`); [`Extender::add_usage`] sums them
+/// (exactly, in any order) before [`Extender::end_pass`].
 pub struct Extender {
     base: Base,
     base_vocab_len: usize,
@@ -85,10 +89,8 @@ pub struct Extender {
     new_tokens: usize,
     /// The candidates of the current pass (id `first_new_id + index`).
     cands: Vec<Vec<u8>>,
-    encoder: Encoder,
-    usage: Vec<AtomicU64>,
-    tokens: u64,
-    bytes: u64,
+    /// The current pass's vocabulary (the base and `cands`) and usage.
+    filter: Filter,
     /// The refining step of the current pass (`None`: the filtering pass).
     step: Option<usize>,
     /// Whether every pass is done.
@@ -96,10 +98,6 @@ pub struct Extender {
     passes: Vec<ExtendPassStats>,
     /// The exponent of the ASCII / non-ASCII weighting of the cuts (`None`: no weighting).
     non_ascii_exponent: Option<f64>,
-}
-
-fn overflow() -> Error {
-    Error::Value("a usage count overflows u64".into())
 }
 
 impl Extender {
@@ -135,18 +133,14 @@ impl Extender {
         drop(have);
         drop(check);
         let base_vocab_len = base.tokens.len();
-        let encoder = Self::encoder(&base, first_new_id, &cands)?;
-        let usage = (0..encoder.vocab().id_bound()).map(|_| AtomicU64::new(0)).collect();
+        let filter = Self::filter(&base, first_new_id, &cands)?;
         Ok(Extender {
             base,
             base_vocab_len,
             first_new_id,
             new_tokens,
             cands,
-            encoder,
-            usage,
-            tokens: 0,
-            bytes: 0,
+            filter,
             step: None,
             done: false,
             passes: Vec::new(),
@@ -169,11 +163,26 @@ impl Extender {
         Ok(self)
     }
 
-    /// MCE over the base and `cands` (ids from `first`), with the base's λ and ε.
-    fn encoder(base: &Base, first: u32, cands: &[Vec<u8>]) -> Result<Encoder, Error> {
+    /// The usage of MCE over the base and `cands` (ids from `first`), with the base's λ and ε.
+    fn filter(base: &Base, first: u32, cands: &[Vec<u8>]) -> Result<Filter, Error> {
         let mut entries = base.tokens.clone();
         entries.extend(cands.iter().enumerate().map(|(i, c)| (first + i as u32, c.clone())));
-        Ok(Encoder::new(Vocab::new(entries)?, base.options.with_algorithm(Algorithm::Mce)))
+        Filter::with_ids(entries, Self::options_of(base))
+    }
+
+    fn options_of(base: &Base) -> Options {
+        base.options.with_algorithm(Algorithm::Mce)
+    }
+
+    /// The vocabulary of the current pass, `(id, bytes)` in id order: the base's tokens and the
+    /// candidates (what a machine builds the pass's [`Filter`] from).
+    pub fn pass_vocab(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
+        self.filter.vocab().iter()
+    }
+
+    /// The options of every pass's encoding: MCE with the base's λ and ε.
+    pub fn pass_options(&self) -> Options {
+        Self::options_of(&self.base)
     }
 
     /// The first new id.
@@ -198,56 +207,25 @@ impl Extender {
         if self.done {
             return Err(Error::Value("all passes are done".into()));
         }
-        let b = self.usage_of(docs);
-        self.add_usage(&b)
+        self.filter.add(docs);
+        Ok(())
     }
 
     /// The usage of a block of documents with the current vocabulary (for distributed runs).
     pub fn usage_of(&self, docs: &[&[u8]]) -> BlockUsage {
-        let usage: Vec<AtomicU64> = (0..self.usage.len()).map(|_| AtomicU64::new(0)).collect();
-        let enc = &self.encoder;
-        let tokens = docs
-            .par_iter()
-            .map_init(Vec::new, |out, doc| {
-                out.clear();
-                crate::mce::with_thread_scratch(|scratch| enc.encode_into(doc, scratch, out));
-                for &id in out.iter() {
-                    usage[id as usize].fetch_add(1, Ordering::Relaxed);
-                }
-                out.len() as u64
-            })
-            .sum();
-        BlockUsage {
-            usage: usage.into_iter().map(AtomicU64::into_inner).collect(),
-            tokens,
-            bytes: docs.iter().map(|d| d.len() as u64).sum(),
-        }
+        self.filter.usage_of(docs)
     }
 
-    /// Adds the usage of blocks encoded elsewhere with the current vocabulary.
+    /// Adds the usage of blocks encoded elsewhere with the current vocabulary (the usage of no
+    /// documents, `BlockUsage::default()`, adds nothing).
     pub fn add_usage(&mut self, block: &BlockUsage) -> Result<(), Error> {
-        if block.usage.is_empty() && block.tokens == 0 {
-            self.bytes = self.bytes.checked_add(block.bytes).ok_or_else(overflow)?;
+        if self.done {
+            return Err(Error::Value("all passes are done".into()));
+        }
+        if block.usage.is_empty() && block.tokens == 0 && block.bytes == 0 {
             return Ok(());
         }
-        if block.usage.len() != self.usage.len() {
-            return Err(Error::Value(format!(
-                "the usage has {} entries but the pass's vocabulary {} ids",
-                block.usage.len(),
-                self.usage.len()
-            )));
-        }
-        for (u, &b) in self.usage.iter().zip(&block.usage) {
-            let s = u.load(Ordering::Relaxed).checked_add(b).ok_or_else(overflow)?;
-            u.store(s, Ordering::Relaxed);
-        }
-        self.tokens = self.tokens.checked_add(block.tokens).ok_or_else(overflow)?;
-        self.bytes = self.bytes.checked_add(block.bytes).ok_or_else(overflow)?;
-        Ok(())
-    }
-
-    fn usage_vec(&self) -> Vec<u64> {
-        self.usage.iter().map(|u| u.load(Ordering::Relaxed)).collect()
+        self.filter.add_usage(block)
     }
 
     /// Ends the pass in progress; the next one (if any) cuts the candidates further.
@@ -255,10 +233,11 @@ impl Extender {
         if self.done {
             return Err(Error::Value("all passes are done".into()));
         }
-        if self.bytes == 0 {
+        let (tokens, bytes) = self.filter.totals();
+        if bytes == 0 {
             return Err(Error::Value("the corpus is empty: no text to count the new tokens on".into()));
         }
-        let st = ExtendPassStats { candidates: self.cands.len(), tokens: self.tokens, bytes: self.bytes };
+        let st = ExtendPassStats { candidates: self.cands.len(), tokens, bytes };
         self.passes.push(st.clone());
         let from = self.step.map_or(0, |i| i + 1);
         let next = (from..REFINE_STEPS.len())
@@ -268,11 +247,8 @@ impl Extender {
             None => self.done = true,
             Some((i, keep)) => {
                 let kept = self.cut(keep);
+                self.filter = Self::filter(&self.base, self.first_new_id, &kept)?;
                 self.cands = kept;
-                self.encoder = Self::encoder(&self.base, self.first_new_id, &self.cands)?;
-                self.usage = (0..self.encoder.vocab().id_bound()).map(|_| AtomicU64::new(0)).collect();
-                self.tokens = 0;
-                self.bytes = 0;
                 self.step = Some(i);
             }
         }
@@ -282,10 +258,10 @@ impl Extender {
     /// The `keep` candidates that save the most tokens (module documentation), with their
     /// usage, ordered by usage (most used first, ties by bytes).
     fn cut_with_usage(&self, keep: usize) -> Vec<(Vec<u8>, u64)> {
-        let usage = self.usage_vec();
+        let usage = self.filter.usage();
         let first = self.first_new_id as usize;
         let u = |i: usize| usage[first + i];
-        let weight = self.non_ascii_exponent.map(|e| refine::non_ascii_weights(self.encoder.vocab(), &usage, e));
+        let weight = self.non_ascii_exponent.map(|e| refine::non_ascii_weights(self.filter.vocab(), &usage, e));
         let w = |i: usize| weight.as_ref().map_or(1.0, |w| w[first + i]);
         let scaled = |x: u64, w: f64| if w == 1.0 { x } else { (x as f64 * w).round() as u64 };
         let wu = |i: usize| scaled(u(i), w(i));
@@ -296,7 +272,7 @@ impl Extender {
         for &i in &by_usage[top..] {
             score[i] = wu(i);
         }
-        let enc = &self.encoder;
+        let enc = self.filter.encoder();
         let exact: Vec<(usize, u64)> = by_usage[..top]
             .par_iter()
             .map_init(
@@ -360,7 +336,7 @@ impl Extender {
 
 /// The MCE encoding of each token of `tokens` with the base alone (its λ and ε).
 pub fn pieces_over(base: &Base, tokens: &[Vec<u8>]) -> Result<Vec<Vec<u32>>, Error> {
-    let enc = Encoder::new(Vocab::new(base.tokens.clone())?, base.options.with_algorithm(Algorithm::Mce));
+    let enc = Encoder::new(Vocab::new(base.tokens.clone())?, Extender::options_of(base));
     Ok(tokens
         .par_iter()
         .map_init(Scratch::default, |scratch, t| {
@@ -423,6 +399,36 @@ mod tests {
         let y = run(b, &cands, 50, &docs);
         assert_eq!(y.new_tokens.len(), 6);
         assert!(y.warning.is_some());
+    }
+
+    #[test]
+    fn passes_spread_over_machines_give_the_local_result() {
+        // each "machine" builds the pass's filter from its vocabulary and options and counts
+        // its blocks; the sums, in another order, give what the run's own passes give
+        let b = base(&["the", " cat"], true);
+        let docs = ["the cat sat on the mat", "the cat sat on the hat", "sat on sat on", "a mat, a hat"];
+        let cands = ["the", " sat", " on", " the", "at", " mat", " hat", "<|end|>", " sat", "on", " a"];
+        let want = run(b.clone(), &cands, 3, &docs);
+        let c: Vec<Vec<u8>> = cands.iter().map(|s| s.as_bytes().to_vec()).collect();
+        let mut e = Extender::new(b, c, 3).unwrap();
+        let mut passes = 0;
+        while e.next_pass().is_some() {
+            let entries: Vec<(u32, Vec<u8>)> = e.pass_vocab().map(|(i, t)| (i, t.to_vec())).collect();
+            let worker = Filter::with_ids(entries, e.pass_options()).unwrap();
+            let mut total = BlockUsage::default();
+            for d in docs.iter().rev() {
+                total = worker.usage_of(&[d.as_bytes()]).merge(&total).unwrap();
+            }
+            assert_eq!(total, e.usage_of(&docs.iter().map(|d| d.as_bytes()).collect::<Vec<_>>()));
+            e.add_usage(&BlockUsage::default()).unwrap();
+            e.add_usage(&total).unwrap();
+            e.end_pass().unwrap();
+            passes += 1;
+        }
+        assert!(passes >= 2);
+        let got = e.finish().unwrap();
+        assert_eq!((got.new_tokens, got.pieces, got.passes), (want.new_tokens, want.pieces, want.passes));
+        assert!(e.add_usage(&BlockUsage { usage: vec![1], tokens: 1, bytes: 1 }).is_err());
     }
 
     #[test]

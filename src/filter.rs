@@ -54,10 +54,15 @@ impl Filter {
 
     /// `raw`: the raw vocabulary, id = index (ranked by count); must hold all 256 single bytes.
     pub fn new(raw: Vec<Vec<u8>>, options: Options) -> Result<Self, Error> {
-        let n = raw.len();
-        let entries: Vec<(u32, Vec<u8>)> = raw.into_iter().enumerate().map(|(i, t)| (i as u32, t)).collect();
+        Self::with_ids(raw.into_iter().enumerate().map(|(i, t)| (i as u32, t)).collect(), options)
+    }
+
+    /// A vocabulary whose ids are given, `(id, bytes)`, unused ids allowed (as a base vocabulary
+    /// with extension candidates, [`crate::Extender`]): the usage has one entry per id up to the
+    /// largest. Must hold all 256 single bytes.
+    pub fn with_ids(entries: Vec<(u32, Vec<u8>)>, options: Options) -> Result<Self, Error> {
         let vocab = Vocab::new(entries)?;
-        let usage = (0..n).map(|_| AtomicU64::new(0)).collect();
+        let usage = (0..vocab.id_bound()).map(|_| AtomicU64::new(0)).collect();
         Ok(Filter { encoder: Encoder::new(vocab, options), usage, tokens: 0, bytes: 0 })
     }
 

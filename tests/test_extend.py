@@ -204,16 +204,57 @@ def test_bad_arguments(base, docs):
         cnfmce.extend(base, docs[:3], 0, progress=False)
     with pytest.raises(ValueError, match="new_tokens"):
         cnfmce.extend(base, docs[:3], True, progress=False)
-    with pytest.raises(ValueError, match="ray"):
-        cnfmce.extend(base, docs[:3], 10, backend="ray", progress=False)
     with pytest.raises(TypeError, match="unexpected keyword"):
         cnfmce.extend(base, docs[:3], 10, ray_address="x", progress=False)
+    with pytest.raises(ValueError, match="backend must be 'local' or 'ray'"):
+        cnfmce.extend(base, docs[:3], 10, backend="spark", progress=False)
+    # the Ray options are checked before any Ray is reached (tests/test_extend_ray.py runs it)
+    with pytest.raises(TypeError, match=r"extend\(\) got an unexpected keyword argument 'partitions'"):
+        cnfmce.extend(base, docs[:3], 10, backend="ray", partitions=2, progress=False)
+    with pytest.raises(ValueError, match="num_partitions must be a positive int"):
+        cnfmce.extend(base, docs[:3], 10, backend="ray", num_partitions=0, progress=False)
     with pytest.raises(TypeError, match="Tokenizer or a path"):
         cnfmce.extend(123, docs[:3], 10, progress=False)
     with pytest.raises(FileNotFoundError):
         cnfmce.extend("/nonexistent/tok.json", docs[:3], 10, progress=False)
     with pytest.raises(ValueError, match="empty"):
         cnfmce.extend(base, [""], 10, progress=False)
+
+
+def test_passes_spread_over_workers_equal_local(base, docs):
+    """The protocol of a distributed extension run (docs/spec.md section 6): each pass's
+    vocabulary rebuilt by "workers" (Filter.from_packed, after pickling), their blocks' usage
+    summed in another order, gives the run that encodes every document itself."""
+    import pickle
+    core = base._core
+    counts = cnfmce.count(docs[1::3], raw_vocab_size=3000, progress=False)
+    cands = [t for t, _ in counts.items()]
+    blocks = [docs[1::3][k::5] for k in range(5)]
+
+    def run(distributed):
+        ext = _core.Extender(core.packed(), core.specials(), core.options, cands, 150)
+        passes = 0
+        while ext.next_pass() is not None:
+            if distributed:
+                f = _core.Filter.from_packed(pickle.loads(pickle.dumps(ext.pass_vocabulary())), core.options)
+                total = _core.BlockUsage()
+                for b in reversed(blocks):
+                    total = pickle.loads(pickle.dumps(f.usage_of(b))).merge(total)
+                ext.add_usage(total)
+            else:
+                for b in blocks:
+                    ext.add(b)
+            ext.end_pass()
+            passes += 1
+        tok, first, pieces, report = ext.finish()
+        return tok.packed(), first, pieces, report, passes
+
+    want = run(False)
+    assert want[4] >= 2  # filtering and refining passes
+    assert run(True) == want
+    ext = _core.Extender(core.packed(), core.specials(), core.options, cands, 150)
+    with pytest.raises(ValueError, match="usage"):  # usage over another vocabulary
+        ext.add_usage(_core.Filter([bytes([b]) for b in range(256)], core.options).usage_of(["ab"]))
 
 
 def test_non_ascii_selection(base, docs):

@@ -15,8 +15,9 @@
     cnfmce view -t TOKENIZER [-t TOKENIZER ...] -o PAGE.html (--text TEXT | --file F)
     cnfmce --version
 
-``train``, ``count`` and ``tokenize`` take ``--backend ray [--ray-address ADDR]`` to run on a Ray
-cluster (``pip install "cnfmce[ray]"``, docs/ray.md): the same output as the local run.
+``train``, ``count``, ``extend`` and ``tokenize`` take ``--backend ray [--ray-address ADDR]`` to
+run on a Ray cluster (``pip install "cnfmce[ray]"``, docs/ray.md): the same output as the local
+run.
 """
 
 from __future__ import annotations
@@ -168,8 +169,8 @@ def _check_output(path: str) -> None:
 
 
 def _backend_options(args: argparse.Namespace) -> dict:
-    """The keyword arguments --backend / --ray-address give train, count and tokenize_corpus
-    (none for the local backend); a clear error when Ray is not installed."""
+    """The keyword arguments --backend / --ray-address give train, count, extend and
+    tokenize_corpus (none for the local backend); a clear error when Ray is not installed."""
     if args.backend != "ray":
         if args.ray_address is not None:
             raise ValueError("--ray-address needs --backend ray")
@@ -254,7 +255,8 @@ def _cmd_extend(args: argparse.Namespace) -> int:
     from .extend import extend, load_base
     from .training import DEFAULT_ROUNDS
     _check_output(args.output)
-    inputs = _input_paths(args.inputs)
+    backend = _backend_options(args)
+    inputs = _cli_inputs(args)
     base = load_base(args.base)
     if args.special_token:
         from .tokenizer import Tokenizer
@@ -265,7 +267,8 @@ def _cmd_extend(args: argparse.Namespace) -> int:
         base = Tokenizer._build(*_with_specials(base, args.special_token, top))
     tok = extend(base, inputs, args.new_tokens, raw_vocab_size=args.raw_vocab_size,
                  rounds=args.rounds or DEFAULT_ROUNDS, num_threads=args.threads,
-                 progress=not args.quiet, memory_limit=args.memory_limit, field=args.field)
+                 progress=not args.quiet, memory_limit=args.memory_limit, field=args.field,
+                 **backend)
     tok.save(args.output)
     if not args.quiet:
         first = tok.metadata["extension"]["first_new_id"]
@@ -303,6 +306,7 @@ def _add_extend(sub: Any, inputs_help: str) -> None:
     x.add_argument("--field", default="text", help="JSON field / parquet column with the text (default text)")
     x.add_argument("inputs", nargs="+", metavar="INPUT", help=inputs_help)
     _add_common(x)
+    _add_backend(x)
     x.set_defaults(func=_cmd_extend)
 
 

@@ -25,7 +25,8 @@ import os
 import sys
 import time
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _core
 from .corpus import Inputs
@@ -132,6 +133,121 @@ def extension_info(tok: Tokenizer) -> Dict[str, Any]:
             "base_num_ids": rec.get("base_num_ids"), "pieces": pieces}
 
 
+@dataclass(frozen=True, eq=False)
+class _Plan:
+    """An extension run's options, checked, and its base: what the local run and the Ray run
+    (``cnfmce.ray``) share. Each backend counts (``config``: the counting of
+    :func:`cnfmce.train` keeping room for the candidates the base has) and runs the passes its
+    own way; the rules between (the candidates, the passes' order and labels, the result and
+    its metadata) are here."""
+    base: Tokenizer
+    new_tokens: int
+    #: the new candidates counting keeps
+    raw: int
+    selection: str
+    #: the exponent of selection="refined-non-ascii" (None for "refined")
+    exponent: Optional[float]
+    #: the run's options; its raw_vocab_size is ``raw`` plus the base's regular tokens
+    config: TrainConfig
+    #: the base's regular tokens (``CoreTokenizer.packed()``) and special tokens
+    packed: Tuple[bytes, bytes, bytes]
+    specials: List[Tuple[bytes, int]]
+
+    @classmethod
+    def make(cls, base: Union[Tokenizer, "os.PathLike[str]", str], new_tokens: int,
+             raw_vocab_size: Optional[int], rounds: Optional[Sequence[Tuple[int, int, int]]],
+             num_threads: Optional[int], progress: bool, memory_limit: Optional[int],
+             tmp_dir: Optional[str], selection: str, non_ascii_exponent: Optional[float],
+             field: str) -> "_Plan":
+        n = check_positive("new_tokens", new_tokens)
+        if selection not in ("refined", "refined-non-ascii"):
+            raise ValueError(f"selection must be 'refined' or 'refined-non-ascii', got {selection!r}")
+        if non_ascii_exponent is not None and selection != "refined-non-ascii":
+            raise ValueError("non_ascii_exponent is an exponent of selection='refined-non-ascii'")
+        exponent = None
+        if selection == "refined-non-ascii":
+            exponent = (_core.NON_ASCII_SHARE_EXPONENT if non_ascii_exponent is None
+                        else check_exponent("non_ascii_exponent", non_ascii_exponent))
+        if raw_vocab_size is None:
+            raw = _core.default_raw_vocab_size(n)
+        else:
+            raw = check_positive("raw_vocab_size", raw_vocab_size)
+        tok = load_base(base)
+        core = tok._core
+        packed = core.packed()
+        # the run's options, checked as train() checks them (the counting part of a TrainConfig;
+        # rounds None: the default rounds, as given); counting keeps room for the candidates the
+        # base already has, which are dropped
+        config = TrainConfig(rounds=_training.DEFAULT_ROUNDS if rounds is None else rounds,
+                             num_threads=num_threads, progress=progress, memory_limit=memory_limit,
+                             tmp_dir=tmp_dir, field=field)
+        config = config.replace(raw_vocab_size=raw + len(packed[1]) // 4)
+        return cls(tok, n, raw, selection, exponent, config, packed, core.specials())
+
+    @property
+    def options(self) -> "_core.Options":
+        """The base's encoding options (every pass encodes with MCE and their λ and ε)."""
+        return self.base._core.options
+
+    def extender(self, counter: "_core.Counter", info: Dict[str, Any]) -> "_core.Extender":
+        """The core's extension run over the counted candidates (``counter``, its counting done)
+        the base lacks, the best ``raw`` of them by count, ties by bytes; ``info`` (the counting
+        record) gets how many counted candidates the base has and how many are left."""
+        have = set(b for b, _ in self.specials)
+        data, at = self.packed[0], 0
+        for ln in array.array("I", self.packed[1]):
+            have.add(data[at:at + ln])
+            at += ln
+        toks, counts = counter.result()
+        ranked = sorted((t for t in zip(toks, counts) if t[0] not in have), key=lambda x: (-x[1], x[0]))
+        info["counted_in_base"] = len(toks) - len(ranked)
+        del toks, counts, have
+        cands = [t for t, _ in ranked[:self.raw]]
+        info["candidates"] = len(cands)
+        del ranked
+        return _core.Extender(self.packed, self.specials, self.options, cands, self.new_tokens,
+                              self.config.num_threads, self.exponent)
+
+    @staticmethod
+    def passes(ext: "_core.Extender", one_pass: Callable[[str], Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """Runs every pass of ``ext``: ``one_pass(label)`` (label ``"filter"``, ``"refine 1"``,
+        ...) feeds the corpus to the pass and ends it, returning its record."""
+        out = []
+        while True:
+            step = ext.next_pass()
+            if step is None:
+                return out
+            out.append(one_pass("filter" if step[0] == "filter" else f"refine {step[1] + 1}"))
+
+    @staticmethod
+    def describe(st: Dict[str, Any]) -> str:
+        """The end of a pass's progress line (``st``: what ``Extender.end_pass`` returns)."""
+        return (f"base + {st['candidates']:,} candidates, {st['bytes'] / max(st['tokens'], 1):.3f} "
+                "bytes/token on the training text")
+
+    def result(self, ext: "_core.Extender", info: Dict[str, Any], passes: List[Dict[str, Any]],
+               t_start: float, stacklevel: int) -> Tokenizer:
+        """The extended tokenizer from ``ext`` (every pass done), its metadata: the base's, the
+        counting record ``info``, the passes' records and the extension record. A run with
+        fewer new tokens than asked warns at the caller of ``extend`` (``stacklevel``: its level
+        seen from the caller of this method)."""
+        new_core, first, pieces, report = ext.finish()
+        if report["warning"]:
+            warnings.warn(report["warning"], RuntimeWarning, stacklevel=stacklevel + 1)
+        out = Tokenizer(new_core)
+        out.metadata.update({k: v for k, v in self.base.metadata.items() if k != EXTENSION_KEY})
+        out.metadata.update(trainer="cnfmce-extend", selection=self.selection, counting=info,
+                            extend_passes=passes, used_new_tokens=report["used_new_tokens"],
+                            extend_seconds=round(time.perf_counter() - t_start, 3),
+                            peak_rss=peak_rss_bytes())
+        if self.exponent is not None:
+            out.metadata["non_ascii_exponent"] = self.exponent
+        ids = array.array("I")
+        ids.frombytes(self.packed[2])
+        out.metadata[EXTENSION_KEY] = _record(self.base, max(ids) + 1, first, pieces)
+        return out
+
+
 def extend(base: Union[Tokenizer, "os.PathLike[str]", str], inputs: Inputs, new_tokens: int,
            raw_vocab_size: Optional[int] = None,
            rounds: Sequence[Tuple[int, int, int]] = _training.DEFAULT_ROUNDS,
@@ -149,10 +265,17 @@ def extend(base: Union[Tokenizer, "os.PathLike[str]", str], inputs: Inputs, new_
     ``inputs``: documents or paths, as for :func:`cnfmce.train`. ``raw_vocab_size``: the new
     candidates counting keeps (candidates the base has are dropped first; None:
     ``cnfmce._core.default_raw_vocab_size(new_tokens)``). ``rounds``, ``num_threads``,
-    ``progress``, ``memory_limit``, ``tmp_dir`` and ``field`` are those of :func:`cnfmce.train`; the result
-    is the same whatever ``num_threads`` and the order of the documents. When the text offers
-    fewer candidates than ``new_tokens``, the result has fewer new ids and a ``RuntimeWarning``
-    says so. ``backend="ray"`` is not supported by ``extend`` (``ValueError``).
+    ``progress``, ``memory_limit``, ``tmp_dir`` and ``field`` are those of :func:`cnfmce.train`
+    (``rounds`` None: the default, the paper's rounds); the result is the same whatever
+    ``num_threads`` and the order of the documents. When the text offers fewer candidates than
+    ``new_tokens``, the result has fewer new ids and a ``RuntimeWarning`` says so.
+
+    ``backend="ray"`` runs on a Ray cluster (also :func:`cnfmce.ray.extend`; ``backend_options``
+    such as ``ray_address``, ``block_size``, ``num_partitions``, ``cpus_per_task`` are those of
+    :func:`cnfmce.ray.train`): counting in the partitioned rounds of ``cnfmce.ray.train``, each
+    pass's documents encoded by workers whose usage the driver sums into the run; the result
+    is the local one, tokens, ids and pieces byte for byte, whatever the number of workers,
+    blocks and partitions.
 
     ``selection``: ``"refined"`` (the default: tokens saved) or ``"refined-non-ascii"`` (tokens
     saved of the candidates of the smaller of the ASCII and non-ASCII groups, by the usage of
@@ -163,96 +286,48 @@ def extend(base: Union[Tokenizer, "os.PathLike[str]", str], inputs: Inputs, new_
     The result's ``metadata["extension"]`` holds each new token's pieces over the base
     (:func:`extension_info`, :func:`initial_embeddings`).
     """
-    if backend == "ray":
-        raise ValueError("extend() runs locally only: backend='ray' is not supported for vocabulary "
-                         "extension (count on Ray with cnfmce.ray.count if needed, then extend locally)")
-    _training._backend(backend, backend_options, "extend")
-    n = check_positive("new_tokens", new_tokens)
-    if selection not in ("refined", "refined-non-ascii"):
-        raise ValueError(f"selection must be 'refined' or 'refined-non-ascii', got {selection!r}")
-    if non_ascii_exponent is not None and selection != "refined-non-ascii":
-        raise ValueError("non_ascii_exponent is an exponent of selection='refined-non-ascii'")
-    exponent = None
-    if selection == "refined-non-ascii":
-        exponent = (_core.NON_ASCII_SHARE_EXPONENT if non_ascii_exponent is None
-                    else check_exponent("non_ascii_exponent", non_ascii_exponent))
-    if raw_vocab_size is None:
-        raw = _core.default_raw_vocab_size(n)
-    else:
-        raw = check_positive("raw_vocab_size", raw_vocab_size)
-    tok = load_base(base)
-    # the run's options, checked as train() checks them (the counting part of a TrainConfig)
-    config = TrainConfig(rounds=rounds, num_threads=num_threads, progress=progress,
-                         memory_limit=memory_limit, tmp_dir=tmp_dir, field=field)
-    threads = config.num_threads
-    core = tok._core
-    packed = core.packed()
-    specials = core.specials()
-    have = set(b for b, _ in specials)
-    lens = array.array("I")
-    lens.frombytes(packed[1])
-    data, at = packed[0], 0
-    for ln in lens:
-        have.add(data[at:at + ln])
-        at += ln
+    ray = _training._backend(backend, backend_options, "extend")
+    plan = _Plan.make(base, new_tokens, raw_vocab_size, rounds, num_threads, progress, memory_limit,
+                      tmp_dir, selection, non_ascii_exponent, field)
+    if ray is not None:
+        return _training._on_ray("extend", inputs, plan, backend_options)
+    return _extend_here(inputs, plan)
+
+
+def _extend_here(inputs: Inputs, plan: _Plan) -> Tokenizer:
+    """:func:`extend` on this machine: the corpus read once per counting round and per pass."""
+    config = plan.config
     t_start = time.perf_counter()
     with work_dir(config.tmp_dir) as tmp:
         limit, budget = config.memory()
-        # counting keeps room for the candidates the base already has, which are dropped
-        counter = config.replace(raw_vocab_size=raw + len(lens)).counter(tmp, budget)
-        warn_rounds(counter.rounds)
+        counter = config.counter(tmp, budget)
+        warn_rounds(counter.rounds, stacklevel=4)
         corpus = Corpus(inputs, tmp, config.field)
-        info = counting_info(counter.rounds, raw, limit)
+        info = counting_info(counter.rounds, plan.raw, limit)
         nr = len(counter.rounds)
         for k, r in enumerate(counter.rounds):
             counter.begin_round()
             _training._counting_pass(corpus, k, nr, r, counter.add, counter.end_round,
                                      lambda: counter.table_bytes, config.progress, info)
-        _training._counting_done(corpus, info, t_start, limit)
-        toks, counts = counter.result()
+        _training._counting_done(corpus, info, t_start, limit, stacklevel=4)
+        ext = plan.extender(counter, info)
         del counter
-        ranked = sorted((t for t in zip(toks, counts) if t[0] not in have), key=lambda x: (-x[1], x[0]))
-        info["counted_in_base"] = len(toks) - len(ranked)  # counted candidates the base has
-        del toks, counts, have
-        cands = [t for t, _ in ranked[:raw]]
-        info["candidates"] = len(cands)
-        del ranked
-        ext = _core.Extender(packed, specials, core.options, cands, n, threads, exponent)
-        del cands
-        passes: List[Dict[str, Any]] = []
+
+        def one_pass(label: str) -> Dict[str, Any]:
+            bar = feed(corpus, label, config.progress, ext.add)
+            try:
+                st = ext.end_pass()
+            except BaseException:
+                bar.close()
+                raise
+            bar.close(f"  {label}: {fmt_bytes(st['bytes'])} in {bar.seconds:.1f}s, {plan.describe(st)}")
+            return dict(st, seconds=round(bar.seconds, 3))
+
         try:
-            while True:
-                step = ext.next_pass()
-                if step is None:
-                    break
-                label = "filter" if step[0] == "filter" else f"refine {step[1] + 1}"
-                bar = feed(corpus, label, config.progress, ext.add)
-                try:
-                    st = ext.end_pass()
-                except BaseException:
-                    bar.close()
-                    raise
-                bar.close(f"  {label}: {fmt_bytes(st['bytes'])} in {bar.seconds:.1f}s, base + "
-                          f"{st['candidates']:,} candidates, {st['bytes'] / max(st['tokens'], 1):.3f} "
-                          "bytes/token on the training text")
-                passes.append(dict(st, seconds=round(bar.seconds, 3)))
-            new_core, first, pieces, report = ext.finish()
+            passes = plan.passes(ext, one_pass)
+            return plan.result(ext, info, passes, t_start, stacklevel=3)
         finally:
             ext.close()
-    if report["warning"]:
-        warnings.warn(report["warning"], RuntimeWarning, stacklevel=2)
-    out = Tokenizer(new_core)
-    meta = {k: v for k, v in tok.metadata.items() if k != EXTENSION_KEY}
-    out.metadata.update(meta)
-    out.metadata.update(trainer="cnfmce-extend", selection=selection, counting=info, extend_passes=passes,
-                        used_new_tokens=report["used_new_tokens"],
-                        extend_seconds=round(time.perf_counter() - t_start, 3), peak_rss=peak_rss_bytes())
-    if exponent is not None:
-        out.metadata["non_ascii_exponent"] = exponent
-    ids = array.array("I")
-    ids.frombytes(packed[2])
-    out.metadata[EXTENSION_KEY] = _record(tok, max(ids) + 1, first, pieces)
-    return out
 
 
 def initial_embeddings(extended: Tokenizer, base_matrix: Any, method: str = "mean") -> Any:

@@ -1,5 +1,5 @@
-"""CNF training, counting and corpus tokenization on a Ray cluster (``pip install "cnfmce[ray]"``),
-giving the local run's results byte for byte.
+"""CNF training, counting, vocabulary extension and corpus tokenization on a Ray cluster
+(``pip install "cnfmce[ray]"``), giving the local run's results byte for byte.
 
 >>> counts = cnfmce.ray.count(["s3://bucket/corpus/"], raw_vocab_size=5_000_000)  # doctest: +SKIP
 >>> tok = cnfmce.train(paths, vocab_size=250_000, backend="ray")               # doctest: +SKIP
@@ -23,6 +23,11 @@ How a run goes (docs/spec.md section 6, docs/ray.md):
 * **Filtering**: the raw vocabulary goes into the object store once; one actor per node builds
   the MCE filter from it and encodes the blocks sent to it; each block's usage vector comes back
   and is summed exactly; the core selects the vocabulary as locally.
+* **Extension** (:func:`extend`, ``cnfmce.extend(..., backend="ray")``): counting as above,
+  then each pass as the filtering pass, over the pass's vocabulary (the base and the
+  candidates left, ``Extender.pass_vocabulary()``); the summed usage goes into the driver's
+  core ``Extender``, which cuts the candidates as locally (the rules shared with the local run
+  are in ``cnfmce.extend``).
 
 * **Tokenizing** (:func:`tokenize_corpus`): a Ray Data pipeline, ``map_batches`` of an encoder
   per actor over the file blocks (each read by the actor that encodes it) or the dataset's
@@ -52,7 +57,7 @@ from .corpus import Documents, classify_inputs
 from .errors import CnfmceError
 from .tokenizer import DEFAULT_BOUNDARY_PENALTY, Tokenizer
 
-__all__ = ["count", "train", "train_from_counts", "tokenize_corpus", "ClusterError",
+__all__ = ["count", "train", "train_from_counts", "extend", "tokenize_corpus", "ClusterError",
            "DEFAULT_BLOCK_SIZE_RANGE", "RayOptions", "run"]
 
 #: The block size a run picks when none is given: the corpus split into about two blocks per
@@ -398,19 +403,12 @@ def _reduce_select(selector: Any, part_refs: Sequence[Any], memory_limit: int,
 
 
 class _FilterActor:
-    """One per node: the MCE filter over the raw vocabulary, built once from the object store;
-    encodes the blocks sent to it (several at a time) and returns their usage."""
+    """One per node: the MCE filter over a pass's vocabulary (packed as
+    ``CoreTokenizer.packed()``), built once from the object store; encodes the blocks sent to it
+    (several at a time) and returns their usage."""
 
-    def __init__(self, raw_box: Sequence[Any], options: Any, threads: int):
-        import numpy as np
-        ray = _ray()
-        blob, lengths = ray.get(raw_box[0])
-        ends = np.cumsum(lengths)
-        starts = ends - lengths
-        raw = [blob[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
-        del blob
-        self.filter = _core.Filter(raw, options, threads)
-        del raw
+    def __init__(self, vocab_box: Sequence[Any], options: Any, threads: int):
+        self.filter = _core.Filter.from_packed(_ray().get(vocab_box[0]), options, threads)
 
     def ready(self) -> int:
         return os.getpid()
@@ -862,28 +860,32 @@ class _Run:
 
     # filtering -------------------------------------------------------------------------------
 
-    def filter_pass(self, raw: List[bytes], options: Any, end: Any) -> Dict[str, Any]:
-        """The filtering pass: one filter actor per node, blocks dealt to them as they finish;
-        ``end(total_usage)`` with the exact sum."""
+    def filter_pass(self, vocab: Tuple[bytes, bytes, bytes], options: Any, end: Any,
+                    label: str = "filter", describe: Optional[Any] = None) -> Dict[str, Any]:
+        """A pass over the corpus with MCE over ``vocab`` (packed as ``CoreTokenizer.packed()``,
+        :func:`_pack`; ``options``: the encoding options): one filter actor per node, blocks
+        dealt to them as they finish; ``end(total_usage)`` with the exact sum; its record with
+        the pass's statistics. ``label`` names the pass in the progress; ``describe(record)``
+        ends its summary line (default: the vocabulary's size)."""
         import numpy as np
         from .readers import Progress as _Progress
         ray = self.ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         t0 = time.perf_counter()
-        lengths = np.fromiter((len(t) for t in raw), dtype=np.int64, count=len(raw))
-        raw_ref = ray.put((b"".join(raw), lengths))
-        del lengths
+        n_tokens = len(vocab[1]) // 4
+        n_ids = int(np.frombuffer(vocab[2], dtype="<u4").max()) + 1 if n_tokens else 0
+        vocab_ref = ray.put(vocab)
         def make_actor(node_id: str, cpus: int) -> Any:
             return self.remote["filter"].options(
                 num_cpus=cpus, max_concurrency=cpus,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=True),
-            ).remote([raw_ref], options, cpus)
+            ).remote([vocab_ref], options, cpus)
 
         nodes = self.cluster.nodes
         actors = [make_actor(node_id, cpus) for node_id, cpus, _ in nodes]
         restarts = [0] * len(actors)
         generation = [0] * len(actors)  # bumped when a node's actor is replaced
-        bar = _Progress(self.progress, "filter (ray)", self.inputs.total_size or None)
+        bar = _Progress(self.progress, f"{label} (ray)", self.inputs.total_size or None)
         todo = list(range(len(self.inputs.blocks)))[::-1]  # a stack: next block last
         total = _core.BlockUsage()
         stats: List[Dict[str, Any]] = []
@@ -950,13 +952,22 @@ class _Run:
         seconds = time.perf_counter() - t0
         info = {"seconds": round(seconds, 3), "build_seconds": round(t_build, 3),
                 "bytes": total.bytes, "tokens": total.tokens, "documents": docs,
-                "actors": len(actors), "usage_bytes": 8 * (len(raw) + 2) * len(stats),
+                "actors": len(actors), "usage_bytes": 8 * (n_ids + 2) * len(stats),
                 "worker_peak_rss": max([s["peak_rss"] for s in stats] or [0])}
-        bar.close(f"  filter: {_fmt(total.bytes)} in {seconds:.1f}s "
+        tail = describe(out) if describe is not None else f"raw vocabulary {n_tokens:,}"
+        bar.close(f"  {label}: {_fmt(total.bytes)} in {seconds:.1f}s "
                   f"({total.bytes / max(seconds, 1e-9) / 1e6:.2f} MB/s) on {len(actors)} node(s) "
-                  f"(filter built in {t_build:.1f}s), raw vocabulary {len(raw):,}")
+                  f"(filter built in {t_build:.1f}s), {tail}")
         out.update(info)
         return out
+
+
+def _pack(tokens: List[bytes]) -> Tuple[bytes, bytes, bytes]:
+    """``tokens`` with the ids 0, 1, ... packed as ``CoreTokenizer.packed()`` gives a
+    vocabulary (what :meth:`_Run.filter_pass` ships)."""
+    import numpy as np
+    lengths = np.fromiter((len(t) for t in tokens), dtype="<u4", count=len(tokens))
+    return b"".join(tokens), lengths.tobytes(), np.arange(len(tokens), dtype="<u4").tobytes()
 
 
 def _counting_meta(rounds: Any, raw_vocab_size: Optional[int], run: _Run) -> Dict[str, Any]:
@@ -971,12 +982,25 @@ def _finish_counting(run: _Run, info: Dict[str, Any], t0: float) -> None:
                 seconds=round(time.perf_counter() - t0, 3), peak_rss=_peak_rss_bytes())
 
 
+def _count_rounds(run: _Run, counter: Any, info: Dict[str, Any]) -> None:
+    """Every counting round of ``counter`` (a core Counter) on the cluster; ``info``: the
+    counting record."""
+    t0 = time.perf_counter()
+    n = len(counter.rounds)
+    for k in range(n):
+        r = counter.rounds[k]  # read again: the first round may set the later thresholds
+        counter.begin_round()
+        run.count_round(counter, k, n, r, counter.end_round_with_selected, info)
+    _finish_counting(run, info, t0)
+
+
 # --- public calls -------------------------------------------------------------------------------
 
 def run(call: str, *args: Any) -> Any:
-    """``call`` (``"count"``, ``"train"`` or ``"train_from_counts"``) on Ray with its
-    positional inputs, its :class:`cnfmce.config.TrainConfig` and the keyword arguments meant
-    for Ray (``backend_options``): how :func:`cnfmce.train` and the others reach this backend."""
+    """``call`` (``"count"``, ``"train"``, ``"train_from_counts"`` or ``"extend"``) on Ray with
+    its positional inputs, its :class:`cnfmce.config.TrainConfig` (for ``"extend"``, the run's
+    plan, which holds one) and the keyword arguments meant for Ray (``backend_options``): how
+    :func:`cnfmce.train` and the others reach this backend."""
     *inputs, config, options = args
     opts = RayOptions.of(call, options, partitions=call != "train_from_counts")
     return _CALLS[call](*inputs, config, opts)
@@ -1015,13 +1039,7 @@ def _count(inputs: Any, config: TrainConfig, opts: RayOptions) -> Any:
         warn_rounds(counter.rounds)
         run = _Run(inputs, config, opts)
         info = _counting_meta(counter.rounds, config.raw_vocab_size, run)
-        t0 = time.perf_counter()
-        n = len(counter.rounds)
-        for k in range(n):
-            r = counter.rounds[k]  # read again: the first round may set the later thresholds
-            counter.begin_round()
-            run.count_round(counter, k, n, r, counter.end_round_with_selected, info)
-        _finish_counting(run, info, t0)
+        _count_rounds(run, counter, info)
         toks, counts = counter.result()
         return Counts(zip(toks, counts), info=info, characters=dict(zip(*counter.char_counts())))
 
@@ -1029,16 +1047,13 @@ def _count(inputs: Any, config: TrainConfig, opts: RayOptions) -> Any:
 def _filter_and_finish(run: _Run, trainer: Any, config: TrainConfig, meta: Dict[str, Any]) -> Tokenizer:
     kind, _, _ = trainer.begin_pass()
     assert kind == "filter"
-    raw = trainer.raw_tokens()
-    filtering = run.filter_pass(raw, config.options, trainer.end_pass_with_usage)
-    del raw
+    filtering = run.filter_pass(_pack(trainer.raw_tokens()), config.options, trainer.end_pass_with_usage)
     refining = []
     while trainer.next_pass() is not None:  # the refining passes of selection="refined"
         kind, _, _ = trainer.begin_pass()
         assert kind == "refine"
-        vocab = trainer.raw_tokens()
-        refining.append(run.filter_pass(vocab, config.options, trainer.end_pass_with_usage))
-        del vocab
+        refining.append(run.filter_pass(_pack(trainer.raw_tokens()), config.options,
+                                        trainer.end_pass_with_usage))
     core, report = trainer.finish()
     if report["warning"]:
         warnings.warn(report["warning"], RuntimeWarning, stacklevel=3)
@@ -1134,7 +1149,59 @@ def _train_from_counts(counts: Any, inputs: Any, config: TrainConfig, opts: RayO
             trainer.close()
 
 
-_CALLS = {"count": _count, "train": _train, "train_from_counts": _train_from_counts}
+def extend(base: Any, inputs: Any, new_tokens: int, raw_vocab_size: Optional[int] = None,
+           rounds: Optional[Sequence[Tuple[int, int, int]]] = None,
+           num_threads: Optional[int] = None, progress: bool = True,
+           memory_limit: Optional[int] = None, tmp_dir: Optional[str] = None,
+           selection: str = "refined", non_ascii_exponent: Optional[float] = None, *,
+           ray_address: Optional[str] = None, field: str = "text",
+           block_size: Optional[Union[int, str]] = None, num_partitions: Optional[int] = None,
+           cpus_per_task: int = 1, _kill_once: Optional[str] = None) -> Tokenizer:
+    """:func:`cnfmce.extend` on a Ray cluster (also ``cnfmce.extend(..., backend="ray")``): the
+    same tokenizer, tokens, ids and pieces byte for byte, whatever the number of workers, blocks
+    and partitions. The Ray arguments are those of :func:`count`."""
+    from .extend import extend as _extend_call
+    kill = {} if _kill_once is None else {"_kill_once": _kill_once}
+    return _extend_call(base, inputs, new_tokens, raw_vocab_size=raw_vocab_size, rounds=rounds,
+                        num_threads=num_threads, progress=progress, memory_limit=memory_limit,
+                        tmp_dir=tmp_dir, selection=selection, non_ascii_exponent=non_ascii_exponent,
+                        field=field, backend="ray", ray_address=ray_address, block_size=block_size,
+                        num_partitions=num_partitions, cpus_per_task=cpus_per_task, **kill)
+
+
+def _extend(inputs: Any, plan: Any, opts: RayOptions) -> Tokenizer:
+    """The counting of :func:`cnfmce.extend` (``plan``: its run, ``cnfmce.extend._Plan``) in the
+    partitioned rounds of :func:`count`, then its passes with :meth:`_Run.filter_pass`: each
+    pass's vocabulary (the base and the candidates left) goes to the filter actors, their usage
+    is summed into the core's run, which cuts the candidates as locally."""
+    from .workdir import work_dir as _work_dir
+    config = plan.config
+    t0 = time.perf_counter()
+    with _work_dir(None) as tmp:
+        counter = config.counter(tmp, 1 << 30)  # the core checks raw_vocab_size
+        warn_rounds(counter.rounds, stacklevel=6)
+        run = _Run(inputs, config, opts)
+        info = _counting_meta(counter.rounds, plan.raw, run)
+        _count_rounds(run, counter, info)
+        ext = plan.extender(counter, info)
+        del counter
+
+        def end(total: Any) -> Dict[str, Any]:
+            ext.add_usage(total)
+            return ext.end_pass()
+
+        def one_pass(label: str) -> Dict[str, Any]:
+            return run.filter_pass(ext.pass_vocabulary(), plan.options, end, label, plan.describe)
+
+        try:
+            passes = plan.passes(ext, one_pass)
+            # (the caller of cnfmce.extend: _extend <- run <- training._on_ray <- extend)
+            return plan.result(ext, info, passes, t0, stacklevel=5)
+        finally:
+            ext.close()
+
+
+_CALLS = {"count": _count, "train": _train, "train_from_counts": _train_from_counts, "extend": _extend}
 
 
 def tokenize_corpus(tokenizer: Any, inputs: Any, output: Any, **kwargs: Any) -> Dict[str, Any]:

@@ -5,12 +5,12 @@ use std::sync::{Mutex, MutexGuard};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use super::blocks::PyBlockUsage;
 use super::options::PyOptions;
 use super::tokenizer::PyCoreTokenizer;
-use super::util::{guarded, str_bytes, to_py, ForkSafePool};
+use super::util::{guarded, pack, str_bytes, to_py, unpack, ForkSafePool, Packed};
 
 /// An extension run (see `crate::Extender`).
 #[pyclass(module = "cnfmce._core", name = "Extender", frozen)]
@@ -18,28 +18,6 @@ pub(crate) struct PyExtender {
     /// None once finished or closed.
     inner: Mutex<Option<crate::Extender>>,
     pool: ForkSafePool,
-}
-
-fn u32s(b: &[u8], what: &str) -> PyResult<Vec<u32>> {
-    if b.len() % 4 != 0 {
-        return Err(PyValueError::new_err(format!("packed {what} is not a whole number of u32")));
-    }
-    Ok(b.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
-}
-
-/// The base's regular tokens from `CoreTokenizer.packed()`.
-fn unpack(data: &[u8], lengths: &[u8], ids: &[u8]) -> PyResult<Vec<(u32, Vec<u8>)>> {
-    let (lens, ids) = (u32s(lengths, "lengths")?, u32s(ids, "ids")?);
-    if lens.len() != ids.len() || lens.iter().map(|&l| l as u64).sum::<u64>() != data.len() as u64 {
-        return Err(PyValueError::new_err("packed tokens, lengths and ids do not match"));
-    }
-    let mut out = Vec::with_capacity(ids.len());
-    let mut at = 0usize;
-    for (id, l) in ids.into_iter().zip(lens) {
-        out.push((id, data[at..at + l as usize].to_vec()));
-        at += l as usize;
-    }
-    Ok(out)
 }
 
 impl PyExtender {
@@ -64,7 +42,7 @@ impl PyExtender {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        packed: (Vec<u8>, Vec<u8>, Vec<u8>),
+        packed: Packed,
         specials: Vec<(Vec<u8>, u32)>,
         options: &Bound<'_, PyOptions>,
         candidates: Vec<Vec<u8>>,
@@ -72,8 +50,7 @@ impl PyExtender {
         num_threads: Option<usize>,
         non_ascii_exponent: Option<f64>,
     ) -> PyResult<Self> {
-        let tokens = unpack(&packed.0, &packed.1, &packed.2)?;
-        let base = crate::Base { tokens, specials, options: options.get().inner };
+        let base = crate::Base { tokens: unpack(&packed)?, specials, options: options.get().inner };
         let pool = ForkSafePool::checked(num_threads)?;
         let inner = py
             .detach(|| {
@@ -113,6 +90,17 @@ impl PyExtender {
             None => ("filter", None),
             Some(i) => ("refine", Some(i)),
         }))
+    }
+
+    /// The vocabulary of the pass in progress (the base's tokens and the candidates), packed as
+    /// `CoreTokenizer.packed()`: what `Filter.from_packed(packed, options)` with the base's
+    /// options rebuilds on a machine of a distributed run, whose `usage_of` gives what
+    /// `add_usage` takes.
+    fn pass_vocabulary<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let g = self.lock();
+        let e = g.as_ref().ok_or_else(|| PyValueError::new_err("the extension run is finished or closed"))?;
+        let (data, lens, ids) = pack(e.pass_vocab());
+        Ok((PyBytes::new(py, &data), PyBytes::new(py, &lens), PyBytes::new(py, &ids)))
     }
 
     /// Feeds a batch of documents to the pass in progress (GIL released).
@@ -180,11 +168,11 @@ impl PyExtender {
 #[pyo3(signature = (packed, options, tokens))]
 pub(crate) fn pieces_over<'py>(
     py: Python<'py>,
-    packed: (Vec<u8>, Vec<u8>, Vec<u8>),
+    packed: Packed,
     options: &Bound<'_, PyOptions>,
     tokens: Vec<Vec<u8>>,
 ) -> PyResult<Bound<'py, PyList>> {
-    let base = crate::Base { tokens: unpack(&packed.0, &packed.1, &packed.2)?, specials: vec![], options: options.get().inner };
+    let base = crate::Base { tokens: unpack(&packed)?, specials: vec![], options: options.get().inner };
     let p = py.detach(|| guarded(|| crate::pieces_over(&base, &tokens)))?.map_err(|e| to_py(py, e))?;
     let out = PyList::empty(py);
     for x in &p {

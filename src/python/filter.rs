@@ -1,13 +1,14 @@
 //! `Filter`: the filtering pass's encoder over a raw vocabulary, for the machines of a
-//! distributed run (`Filter(trainer.raw_tokens(), options).usage_of(docs)`); a local run's
-//! filtering happens inside `Trainer`.
+//! distributed run (`Filter(trainer.raw_tokens(), options).usage_of(docs)`; an extension run's
+//! pass: `Filter.from_packed(extender.pass_vocabulary(), options)`); a local run's filtering
+//! happens inside `Trainer` (or `Extender`).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
 use super::blocks::PyBlockUsage;
 use super::options::PyOptions;
-use super::util::{guarded, str_bytes, to_py, ForkSafePool};
+use super::util::{guarded, str_bytes, to_py, unpack, ForkSafePool, Packed};
 use crate::Algorithm;
 
 /// CNF filtering: usage counts of a raw vocabulary under MCE.
@@ -15,6 +16,21 @@ use crate::Algorithm;
 pub(crate) struct PyFilter {
     inner: crate::Filter,
     pool: ForkSafePool,
+}
+
+impl PyFilter {
+    /// `make` run on a pool of `num_threads` threads, the GIL released; `options` made MCE.
+    fn build(
+        py: Python<'_>,
+        options: Option<&Bound<'_, PyOptions>>,
+        num_threads: Option<usize>,
+        make: impl FnOnce(crate::Options) -> Result<crate::Filter, crate::Error> + Send,
+    ) -> PyResult<Self> {
+        let options = PyOptions::or_default(options).with_algorithm(Algorithm::Mce);
+        let pool = ForkSafePool::checked(num_threads)?;
+        let inner = py.detach(|| guarded(|| pool.install(|| make(options))))??.map_err(|e| to_py(py, e))?;
+        Ok(PyFilter { inner, pool })
+    }
 }
 
 #[pymethods]
@@ -30,12 +46,23 @@ impl PyFilter {
         options: Option<&Bound<'_, PyOptions>>,
         num_threads: Option<usize>,
     ) -> PyResult<Self> {
-        let options = PyOptions::or_default(options).with_algorithm(Algorithm::Mce);
-        let pool = ForkSafePool::checked(num_threads)?;
-        let inner = py
-            .detach(|| guarded(|| pool.install(|| crate::Filter::new(raw_tokens, options))))??
-            .map_err(|e| to_py(py, e))?;
-        Ok(PyFilter { inner, pool })
+        Self::build(py, options, num_threads, |o| crate::Filter::new(raw_tokens, o))
+    }
+
+    /// A filter over a vocabulary with its own ids, packed as `CoreTokenizer.packed()` gives it
+    /// (unused ids allowed; usage has one entry per id up to the largest): a pass of an
+    /// extension run on a machine of a distributed run (`Extender.pass_vocabulary()`, the
+    /// base's options).
+    #[staticmethod]
+    #[pyo3(signature = (packed, options=None, num_threads=None))]
+    fn from_packed(
+        py: Python<'_>,
+        packed: Packed,
+        options: Option<&Bound<'_, PyOptions>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Self> {
+        let entries = unpack(&packed)?;
+        Self::build(py, options, num_threads, |o| crate::Filter::with_ids(entries, o))
     }
 
     /// Size of the raw vocabulary.

@@ -7,7 +7,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyList, PyString};
 use super::ints::IdInts;
 use super::text::{str_data, surrogate_error, StrData};
 use super::options::PyOptions;
-use super::util::{batch_helpers, guarded, in_pool, read_id, read_ids, to_py, unknown_id};
+use super::util::{batch_helpers, guarded, in_pool, pack, read_id, read_ids, to_py, unknown_id};
 use crate::tokenizer::{map_texts, OffsetUnit, SpecialMatcher, Tokenizer};
 use crate::Options;
 
@@ -396,15 +396,7 @@ impl PyCoreTokenizer {
 
     /// The regular tokens packed: (concatenated bytes, u32 LE lengths, u32 LE ids), id order.
     fn packed<'py>(&self, py: Python<'py>) -> (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>) {
-        let v = self.inner.vocab();
-        let mut data = Vec::new();
-        let mut lens = Vec::with_capacity(v.len() * 4);
-        let mut ids = Vec::with_capacity(v.len() * 4);
-        for (id, t) in v.iter() {
-            data.extend_from_slice(t);
-            lens.extend_from_slice(&(t.len() as u32).to_le_bytes());
-            ids.extend_from_slice(&id.to_le_bytes());
-        }
+        let (data, lens, ids) = pack(self.inner.vocab().iter());
         (PyBytes::new(py, &data), PyBytes::new(py, &lens), PyBytes::new(py, &ids))
     }
 

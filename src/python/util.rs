@@ -1,5 +1,6 @@
 //! What every binding shares: Rust errors as Python exceptions, panics caught, the options'
-//! algorithm name, ids read from Python, documents as bytes, and thread pools.
+//! algorithm name, ids read from Python, documents as bytes, packed vocabularies, and thread
+//! pools.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -285,6 +286,44 @@ pub(crate) fn make_pool(num_threads: Option<usize>) -> PyResult<rayon::ThreadPoo
     b.thread_name(|i| format!("cnfmce-{i}"))
         .build()
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start threads: {e}")))
+}
+
+/// A vocabulary packed as `CoreTokenizer.packed()` gives it: (concatenated bytes, u32 LE
+/// lengths, u32 LE ids), id order.
+pub(crate) type Packed = (Vec<u8>, Vec<u8>, Vec<u8>);
+
+/// `(id, bytes)` entries packed (in their order).
+pub(crate) fn pack<'t>(entries: impl Iterator<Item = (u32, &'t [u8])>) -> Packed {
+    let (mut data, mut lens, mut ids) = (Vec::new(), Vec::new(), Vec::new());
+    for (id, t) in entries {
+        data.extend_from_slice(t);
+        lens.extend_from_slice(&(t.len() as u32).to_le_bytes());
+        ids.extend_from_slice(&id.to_le_bytes());
+    }
+    (data, lens, ids)
+}
+
+fn u32s(b: &[u8], what: &str) -> PyResult<Vec<u32>> {
+    if b.len() % 4 != 0 {
+        return Err(PyValueError::new_err(format!("packed {what} is not a whole number of u32")));
+    }
+    Ok(b.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+}
+
+/// The `(id, bytes)` entries of a packed vocabulary.
+pub(crate) fn unpack(packed: &Packed) -> PyResult<Vec<(u32, Vec<u8>)>> {
+    let (data, lengths, ids) = packed;
+    let (lens, ids) = (u32s(lengths, "lengths")?, u32s(ids, "ids")?);
+    if lens.len() != ids.len() || lens.iter().map(|&l| l as u64).sum::<u64>() != data.len() as u64 {
+        return Err(PyValueError::new_err("packed tokens, lengths and ids do not match"));
+    }
+    let mut out = Vec::with_capacity(ids.len());
+    let mut at = 0usize;
+    for (id, l) in ids.into_iter().zip(lens) {
+        out.push((id, data[at..at + l as usize].to_vec()));
+        at += l as usize;
+    }
+    Ok(out)
 }
 
 pub(crate) fn str_bytes<'a>(docs: &'a [Bound<'_, PyString>]) -> PyResult<Vec<&'a [u8]>> {
