@@ -125,7 +125,8 @@ def bpe_hf() -> cnfmce.Tokenizer:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """In CI (CNFMCE_REQUIRE_SHARED=1) a test skipped for missing shared data fails instead, so a
-    misplaced ../shared cannot turn the suite green by skipping it."""
+    misplaced ../shared cannot turn the suite green by skipping it; with CNFMCE_REQUIRE_TORCH=1
+    the same holds for a test skipped because torch is not installed."""
     outcome = yield
     rep = outcome.get_result()
     if os.environ.get("CNFMCE_REQUIRE_SHARED") and rep.skipped and call.excinfo is not None:
@@ -133,3 +134,8 @@ def pytest_runtest_makereport(item, call):
         if any(w in msg for w in ("CNFMCE_SHARED", "shared", "corpus not found", "missing")):
             rep.outcome = "failed"
             rep.longrepr = f"shared data is required here (CNFMCE_REQUIRE_SHARED=1): {msg}"
+    if os.environ.get("CNFMCE_REQUIRE_TORCH") and rep.skipped and call.excinfo is not None:
+        msg = str(call.excinfo.value)
+        if "torch" in msg.lower():
+            rep.outcome = "failed"
+            rep.longrepr = f"torch is required here (CNFMCE_REQUIRE_TORCH=1): {msg}"
