@@ -191,6 +191,17 @@ def test_initial_embeddings(base, extended):
         extension_info(bad)
 
 
+def test_default_candidates_per_new_token(base, docs, extended):
+    """Without raw_vocab_size, counting keeps EXTEND_RAW_PER_NEW_TOKEN (20) candidates per new
+    token: the record says so, and the result is the run with that number given."""
+    assert cnfmce.EXTEND_RAW_PER_NEW_TOKEN == 20
+    assert extended.metadata["counting"]["raw_vocab_size"] == 150 * 20
+    explicit = cnfmce.extend(base, docs[1::3], 150, raw_vocab_size=3000, progress=False)
+    assert explicit.token_bytes() == extended.token_bytes()
+    fewer = cnfmce.extend(base, docs[1::3], 150, raw_vocab_size=1500, progress=False)
+    assert fewer.metadata["counting"]["raw_vocab_size"] == 1500
+
+
 def test_fewer_candidates_than_asked():
     b = cnfmce.Tokenizer.from_tokens([bytes([x]) for x in range(256)])
     with pytest.warns(RuntimeWarning, match="new tokens instead of 1000"):

@@ -82,7 +82,7 @@ from .evaluation import compare, evaluate
 from .tokenizer import Tokenizer
 from .counts import Counts, load_counts, merge_counts, save_counts
 from .training import DEFAULT_ROUNDS, count, train, train_from_counts
-from .extend import extend, initial_embeddings  # the module cnfmce.extend stays importable by name
+from .extend import EXTEND_RAW_PER_NEW_TOKEN, extend, initial_embeddings  # the module cnfmce.extend stays importable by name
 
 __all__ = [
     "__version__",
@@ -93,6 +93,7 @@ __all__ = [
     "train_from_counts",
     "extend",
     "initial_embeddings",
+    "EXTEND_RAW_PER_NEW_TOKEN",
     "Counts",
     "save_counts",
     "load_counts",
