@@ -400,3 +400,28 @@ def test_hf_resize_embeddings(base, extended, tied):
         num_attention_heads=2, num_key_value_heads=2))
     with pytest.raises(ValueError, match="rows"):
         resize_embeddings(small, extended)
+
+
+# --- the benchmark numbers the user documentation quotes come from the results JSON ---------------
+
+def _docs_gains(kind: str, name: str, ref: str = "o200k-bpe") -> list:
+    res = json.loads((Path(__file__).resolve().parents[1] / "docs" / "results" / "extend.json").read_text())
+    ev = res["eval"]
+    return [100 * (ev[name][f"{kind}/{c}"]["cpt"] / ev[ref][f"{kind}/{c}"]["cpt"] - 1)
+            for c in ("en", "sci", "math", "code", "zh", "multi")]
+
+
+def test_docs_benchmark_matches_results_json():
+    root = Path(__file__).resolve().parents[1]
+    page = (root / "docs" / "extend.md").read_text(encoding="utf-8")
+    rows = {"| `cnfmce.extend(o200k_base, ..., 32_768)` |": "o200k-ext", "| naive union:": "union",
+            "| the same new tokens added with `add_tokens`": "addtok", "| BPE continued from": "bpecont",
+            "| MCE on o200k_base |": "o200k-mce"}
+    for prefix, name in rows.items():
+        line = next(ln for ln in page.splitlines() if ln.startswith(prefix))
+        cells = [c.strip().strip("*").replace("−", "-") for c in line.strip("|").split("|")[1:]]
+        assert cells == [f"{g:+.1f}%" for g in _docs_gains("heldout", name)], name
+    # README: the range over en, sci, math and code, in whole percent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    g = _docs_gains("heldout", "o200k-ext")[:4]
+    assert f"+{min(g):.0f}% to +{max(g):.0f}%" in " ".join(readme.split())
