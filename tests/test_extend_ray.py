@@ -18,7 +18,7 @@ import pytest
 import cnfmce
 from cnfmce.extend import extension_info
 from conftest import ctrl_c_as_in_a_terminal, fixture_path
-from train_helpers import read_shared_docs
+from train_helpers import read_shared_docs, start_local_ray
 
 ray = pytest.importorskip("ray")
 # Ray Data's own deprecation notices
@@ -30,12 +30,7 @@ SPECIAL = {"<|endoftext|>": 9000}  # after a gap: ids 8192..8999 stay unused
 
 @pytest.fixture(scope="module")
 def cluster():
-    if ray.is_initialized():
-        ray.shutdown()
-    # a cluster of its own (address="local"), never one already running on the machine
-    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=150 << 20,
-             log_to_driver=False, logging_level="ERROR")
-    yield ray
+    yield start_local_ray()
     ray.shutdown()
 
 

@@ -14,7 +14,7 @@ import time
 import pytest
 
 import cnfmce
-from train_helpers import read_shared_docs
+from train_helpers import read_shared_docs, start_local_ray
 
 ray = pytest.importorskip("ray")
 # Ray Data's own deprecation notices
@@ -31,12 +31,7 @@ def vocabulary(tok):
 
 @pytest.fixture(scope="module")
 def cluster():
-    if ray.is_initialized():
-        ray.shutdown()
-    # a cluster of its own (address="local"), never one already running on the machine
-    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=150 << 20,
-             log_to_driver=False, logging_level="ERROR")
-    yield ray
+    yield start_local_ray()
     ray.shutdown()
 
 

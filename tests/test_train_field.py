@@ -14,6 +14,7 @@ import cnfmce
 from cnfmce.cli import main
 from cnfmce.config import TrainConfig
 from cnfmce.demo import load_sample
+from train_helpers import start_local_ray
 
 VOCAB = 700
 RAW = 6000
@@ -128,12 +129,7 @@ def test_train_config_is_the_one_check():
 @pytest.mark.parametrize("steps", ["train", pytest.param("count, train_from_counts", marks=pytest.mark.slow)])
 def test_ray_backend_reads_the_field(files, expected, steps):
     """The field on Ray: train (the default run), count and train_from_counts (marked slow)."""
-    ray = pytest.importorskip("ray")
-    if ray.is_initialized():
-        ray.shutdown()
-    # a cluster of its own (address="local"), never one already running on the machine
-    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=150 << 20,
-             log_to_driver=False, logging_level="ERROR")
+    ray = start_local_ray()
     try:
         if steps == "train":
             tok = cnfmce.train(files, vocab_size=VOCAB, raw_vocab_size=RAW, progress=False,

@@ -290,3 +290,14 @@ def read_shared_docs(name: str = "en", split: str = "train", max_bytes: int = 1 
             if total >= max_bytes:
                 break
     return out
+
+
+def start_local_ray():
+    """A Ray cluster of the test's own (``address="local"``: never one already running on the
+    machine), small enough for a 2-core machine: 2 CPUs, a 150 MB object store, no dashboard."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=150 << 20,
+             log_to_driver=False, logging_level="ERROR")
+    return ray
