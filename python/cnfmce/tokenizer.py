@@ -50,8 +50,9 @@ def useful_threads(num_threads: Any, items: Optional[int] = None) -> Optional[in
         raise ValueError(f"num_threads must be a positive int or None, got {num_threads!r}")
     else:
         n = min(int(num_threads), max_threads())
-    if items is not None:
-        n = min(n, max(1, items))
+    if items is not None and n > items:
+        # (comparisons, not min/max: this runs on every call of encode_batch)
+        n = items if items > 1 else 1
     return n
 
 
@@ -280,6 +281,8 @@ class Tokenizer:
         return key
 
     def _matcher(self, allowed_special: AllowedSpecial) -> Any:
+        if type(allowed_special) is frozenset and not allowed_special:
+            return None  # the default: no special token allowed (what the general path gives)
         key = self._allowed_key(allowed_special)
         if not key:
             return None
@@ -409,9 +412,10 @@ class Tokenizer:
         if isinstance(texts, (str, bytes)):
             raise TypeError("encode_batch takes a list of str, not a single string")
         texts = list(texts)
-        for k, t in enumerate(texts):
+        for t in texts:
             if not isinstance(t, str):
-                raise TypeError(f"text {k} is {type(t).__name__}, expected str")
+                k = next(k for k, t in enumerate(texts) if not isinstance(t, str))
+                raise TypeError(f"text {k} is {type(texts[k]).__name__}, expected str")
         threads = useful_threads(num_threads, len(texts))
         matcher = self._matcher(allowed_special)
         pats = self._disallowed(allowed_special, disallowed_special) if disallowed_special else None
