@@ -17,7 +17,7 @@ import pytest
 
 import cnfmce
 
-from conftest import ctrl_c_as_in_a_terminal
+from conftest import ctrl_c_as_in_a_terminal, fixture_path
 from train_helpers import SENTENCES, read_shared_docs, shared_corpus
 
 M = 3000       # raw vocabulary size
@@ -209,9 +209,10 @@ def test_demo():
     assert 2.0 < cpt < 10.0, rows[0]
 
 
-@pytest.mark.parametrize("command", ["train", "count"])
+@pytest.mark.parametrize("command", ["train", "count", "extend"])
 def test_keyboard_interrupt(tmp_path, command):
-    """SIGINT during training: a prompt non-zero exit, no output, no temporary directory."""
+    """SIGINT during training (or counting, or extending a vocabulary): a prompt non-zero exit,
+    no output, no temporary directory."""
     big = tmp_path / "big.jsonl"
     docs = [json.loads(line)["text"] for c in ("en", "code", "multi", "zh")
             for line in gzip.open(shared_corpus(c), "rt", encoding="utf-8")]
@@ -225,8 +226,9 @@ def test_keyboard_interrupt(tmp_path, command):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     out = tmp_path / ("tok.json" if command == "train" else "counts.tsv")
-    args = [command, "-o", out] + (["--vocab-size", 1000] if command == "train" else []) + \
-        ["--memory-limit", "1", big]
+    base = [str(fixture_path("vocabs", "bpe8k.tiktoken"))] if command == "extend" else []
+    size = {"train": ["--vocab-size", 1000], "extend": ["--new-tokens", 500]}.get(command, [])
+    args = [command, *base, "-o", out] + size + ["--memory-limit", "1", big]
     env = dict(os.environ, TMPDIR=str(tmp))
     p = subprocess.Popen([sys.executable, "-m", "cnfmce.cli", *map(str, args)], env=env,
                          cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
