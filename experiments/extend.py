@@ -27,7 +27,8 @@ package families removed), so the held-out sets are text of packages no training
 * ``drift``: how far MCE on the base moves from the base's BPE (docs/extend.md's warning);
 * ``val``: the default number of counted candidates per new token (10, 20 or 40), chosen on the
   validation part of ``experiments/defaults.py``'s split (trained on its training part), with
-  that split's naive union beside it. The rows "(the former default)" are the runs with 10,
+  that split's naive union beside it, and 20 with train's rounds scaled to the text (threshold
+  20 instead of the paper's 80 in rounds 2 and 3). The rows "(the former default)" are the runs with 10,
   measured before the default became 20.
 """
 
@@ -174,8 +175,11 @@ def worker(args: Sequence[str]) -> None:
         # step val: extend on the training part of experiments/defaults.py's split
         import defaults as D
         raw = int(extra[0]) * NEW
+        # extra[1] "t20": rounds 2 and 3 at threshold 20 (train's default rounds scaled to this
+        # corpus) instead of the paper's 80
+        kw = {"rounds": D.rounds_t(20)} if extra[1:] == ["t20"] else {}
         tok = cnfmce.extend(o200k(), [str(p) for p in D.train_paths("mix")], NEW, raw_vocab_size=raw,
-                            progress=True, memory_limit=C.MEMORY_LIMIT)
+                            progress=True, memory_limit=C.MEMORY_LIMIT, **kw)
         tok.save(out)
         _done(out, {"metadata": {k: tok.metadata[k] for k in ("counting", "extend_passes", "used_new_tokens")}}, t0)
     else:
@@ -258,11 +262,12 @@ def step_val(res: Dict[str, Any]) -> None:
     tok_p, _ = D.trained("mix", "128k", "refined")
     union, _ = union_of(base, cnfmce.Tokenizer.load(tok_p))
     val["union"] = D.measure(lambda texts: [len(x) for x in union.encode_batch(texts)], sets)
-    for k in VAL_RAW:
-        out = OUT / f"val-ext-raw{k}.json.gz"
-        res["train"][f"val-ext-raw{k}"] = run_worker("val-ext", out, str(k))
+    for k, *more in [(k,) for k in VAL_RAW] + [(20, "t20")]:
+        name = f"ext-raw{k}" + "".join(f"-{m}" for m in more)
+        out = OUT / f"val-{name}.json.gz"
+        res["train"][f"val-{name}"] = run_worker("val-ext", out, str(k), *more)
         tok = cnfmce.Tokenizer.load(out)
-        val[f"ext-raw{k}"] = D.measure(lambda texts: [len(x) for x in tok.encode_batch(texts)], sets)
+        val[name] = D.measure(lambda texts: [len(x) for x in tok.encode_batch(texts)], sets)
 
 
 def step_union(res: Dict[str, Any], sets) -> None:
@@ -405,7 +410,8 @@ LABELS = {"o200k-bpe": "o200k_base BPE", "o200k-mce": "MCE on o200k_base", "o200
           "qwen-bpe": "Qwen3.5 BPE", "qwen-mce": "MCE on Qwen3.5", "qwen-ext": "**extend** (Qwen3.5 + 32,768)",
           "qwen-ext-raw10": "extend, raw_vocab_size 10 x 32,768 (the former default)"}
 VAL_LABELS = {"o200k-mce": "MCE on o200k_base", "union": "naive union (o200k + that split's CNF 128k top 32,768)",
-              **{f"ext-raw{k}": f"extend, {k} candidates per new token" for k in VAL_RAW}}
+              **{f"ext-raw{k}": f"extend, {k} candidates per new token" for k in VAL_RAW},
+              "ext-raw20-t20": "extend, 20 per new token, rounds 2 and 3 at threshold 20 (train's rounds scaled to this text)"}
 
 
 def render_val(val: Dict[str, Any]) -> List[str]:
