@@ -590,16 +590,20 @@ impl Encoder {
         // The pieces, found (and their cache slots prefetched) a batch at a time, one batch
         // ahead of the batch being solved, so that the cache's memory latency overlaps the
         // work on a whole batch.
-        let mut batch = [PieceKey::default(); PIECE_BATCH];
-        let mut ahead = [PieceKey::default(); PIECE_BATCH];
+        // Two batches, used in turn (the one being solved and the one ahead), by index: swapping
+        // the arrays would copy both (3.5 KiB each) once per batch.
+        let mut batches = [[PieceKey::default(); PIECE_BATCH]; 2];
+        let mut cur = 0usize;
         // Only the pieces `walk_missing` walks are read, and it writes all their positions.
         let mut walks = [[NONE; PIECE_MAX]; PIECE_BATCH];
-        let (mut nb, mut end) = self.next_batch(text, &scratch.starts, &scratch.cuts, None, n, &mut batch);
+        let (mut nb, mut end) = self.next_batch(text, &scratch.starts, &scratch.cuts, None, n, &mut batches[0]);
         while nb > 0 {
+            let (lo, hi) = batches.split_at_mut(1);
+            let (batch, ahead) = if cur == 0 { (&lo[0], &mut hi[0]) } else { (&hi[0], &mut lo[0]) };
             if cache.is_none() && batch[..nb].iter().any(|k| k.short) {
                 cache = Some(self.piece_cache());
             }
-            let (na, after) = if end > 0 { self.next_batch(text, &scratch.starts, &scratch.cuts, cache, end, &mut ahead) } else { (0, 0) };
+            let (na, after) = if end > 0 { self.next_batch(text, &scratch.starts, &scratch.cuts, cache, end, ahead) } else { (0, 0) };
             // The short pieces missing from the cache are walked together (see `walk_missing`).
             let walked = cache.map_or(0, |c| self.walk_missing(text, &batch[..nb], c, &mut walks));
             for (m, k) in batch[..nb].iter().enumerate() {
@@ -609,7 +613,7 @@ impl Encoder {
                     self.long_piece(text, k.p, k.q, x, scratch)
                 };
             }
-            std::mem::swap(&mut batch, &mut ahead);
+            cur ^= 1;
             (nb, end) = (na, after);
         }
         scratch.starts.pop();
