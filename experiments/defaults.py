@@ -89,13 +89,9 @@ def split() -> Dict[str, Any]:
     d0.mkdir(parents=True, exist_ok=True)
     meta_p = d0 / "split.json"
     params = _params()
-    try:
-        meta = json.loads(meta_p.read_text())
-        if meta.get("params") == params and all(Path(p).exists() for c in meta["paths"].values()
-                                                 for p in c.values()):
-            return meta
-    except (OSError, ValueError, KeyError):
-        pass
+    meta = P.cached_sets(meta_p, params)
+    if meta is not None:
+        return meta
     sc = P.scan()
     val = P.choose(sc)
     test = P.choose(sc, seed=TEST_SEED, exclude=val["families"], keep_lang=TEST_KEEP_LANG)

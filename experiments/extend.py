@@ -255,19 +255,20 @@ def step_val(res: Dict[str, Any]) -> None:
     import defaults as D
     sets = D.eval_sets("mix")
     val = res.setdefault("val", {})
+
+    def measured(enc) -> Dict[str, Any]:  # enc: anything with encode_batch
+        return D.measure(lambda texts: [len(x) for x in enc.encode_batch(texts)], sets)
+
     base = o200k()
-    tt = tiktoken_o200k()
-    val["o200k-bpe"] = D.measure(lambda texts: [len(x) for x in tt.encode_batch(texts)], sets)
-    val["o200k-mce"] = D.measure(lambda texts: [len(x) for x in base.encode_batch(texts)], sets)
+    val["o200k-bpe"] = measured(tiktoken_o200k())
+    val["o200k-mce"] = measured(base)
     tok_p, _ = D.trained("mix", "128k", "refined")
-    union, _ = union_of(base, cnfmce.Tokenizer.load(tok_p))
-    val["union"] = D.measure(lambda texts: [len(x) for x in union.encode_batch(texts)], sets)
+    val["union"] = measured(union_of(base, cnfmce.Tokenizer.load(tok_p))[0])
     for k, *more in [(k,) for k in VAL_RAW] + [(20, "t20")]:
         name = f"ext-raw{k}" + "".join(f"-{m}" for m in more)
         out = OUT / f"val-{name}.json.gz"
         res["train"][f"val-{name}"] = run_worker("val-ext", out, str(k), *more)
-        tok = cnfmce.Tokenizer.load(out)
-        val[name] = D.measure(lambda texts: [len(x) for x in tok.encode_batch(texts)], sets)
+        val[name] = measured(cnfmce.Tokenizer.load(out))
 
 
 def step_union(res: Dict[str, Any], sets) -> None:

@@ -38,7 +38,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -166,7 +166,6 @@ def _params() -> Dict[str, Any]:
             "keep_lang": KEEP_LANG, "fill_order": FILL_ORDER, "corpora": _corpus_key()}
 
 
-
 def write_sets(d0: Path, kinds: Sequence[str], kind_of: Any) -> Tuple[Dict[str, Dict[str, str]], Dict[str, Any]]:
     """Writes every document of the shared train and test files of each category to
     ``d0/<cat>/<kind>.jsonl.gz``, ``kind_of(cat, split, doc)`` choosing the kind (files replaced
@@ -199,12 +198,10 @@ def write_sets(d0: Path, kinds: Sequence[str], kind_of: Any) -> Tuple[Dict[str, 
                           "sources": len(v["sources"])} for k, v in st.items()}
     return paths, stats
 
-def materialize() -> Dict[str, Any]:
-    """Writes the three sets per category (once; cached with the parameters that made them) and
-    returns ``{"choice": ..., "paths": {cat: {kind: path}}, "stats": ...}``."""
-    OUT.mkdir(parents=True, exist_ok=True)
-    meta_p = OUT / "split.json"
-    params = _params()
+
+def cached_sets(meta_p: Path, params: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The record ``meta_p`` of sets written earlier by :func:`write_sets` with the same
+    ``params``, if every file it names still exists."""
     try:
         meta = json.loads(meta_p.read_text())
         if meta.get("params") == params and all(Path(p).exists() for c in meta["paths"].values()
@@ -212,6 +209,18 @@ def materialize() -> Dict[str, Any]:
             return meta
     except (OSError, ValueError, KeyError):
         pass
+    return None
+
+
+def materialize() -> Dict[str, Any]:
+    """Writes the three sets per category (once; cached with the parameters that made them) and
+    returns ``{"choice": ..., "paths": {cat: {kind: path}}, "stats": ...}``."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    meta_p = OUT / "split.json"
+    params = _params()
+    meta = cached_sets(meta_p, params)
+    if meta is not None:
+        return meta
     sc = scan()
     choice = choose(sc)
     held = set(choice["sources"])
