@@ -253,7 +253,6 @@ def _cmd_count(args: argparse.Namespace) -> int:
 
 def _cmd_extend(args: argparse.Namespace) -> int:
     from .extend import extend, load_base
-    from .training import DEFAULT_ROUNDS
     _check_output(args.output)
     backend = _backend_options(args)
     inputs = _cli_inputs(args)
@@ -266,7 +265,7 @@ def _cmd_extend(args: argparse.Namespace) -> int:
         top = max(base.token_bytes()) + 1
         base = Tokenizer._build(*_with_specials(base, args.special_token, top))
     tok = extend(base, inputs, args.new_tokens, raw_vocab_size=args.raw_vocab_size,
-                 rounds=args.rounds or DEFAULT_ROUNDS, num_threads=args.threads,
+                 rounds=args.rounds, num_threads=args.threads,
                  progress=not args.quiet, memory_limit=args.memory_limit, field=args.field,
                  **backend)
     tok.save(args.output)

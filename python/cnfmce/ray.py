@@ -982,9 +982,15 @@ def _finish_counting(run: _Run, info: Dict[str, Any], t0: float) -> None:
                 seconds=round(time.perf_counter() - t0, 3), peak_rss=_peak_rss_bytes())
 
 
-def _count_rounds(run: _Run, counter: Any, info: Dict[str, Any]) -> None:
-    """Every counting round of ``counter`` (a core Counter) on the cluster; ``info``: the
-    counting record."""
+def _count_on_cluster(inputs: Any, config: TrainConfig, opts: RayOptions, tmp: str,
+                      raw_vocab_size: Optional[int], stacklevel: int) -> Tuple[_Run, Any, Dict[str, Any]]:
+    """Every counting round of ``config`` on the cluster (the core counter's files in ``tmp``;
+    a warning about the rounds at ``stacklevel`` seen from the caller): the run, the counter
+    with its counting done, and the counting record (``raw_vocab_size`` the one it names)."""
+    counter = config.counter(tmp, 1 << 30)  # the core checks raw_vocab_size
+    warn_rounds(counter.rounds, stacklevel=stacklevel + 1)
+    run = _Run(inputs, config, opts)
+    info = _counting_meta(counter.rounds, raw_vocab_size, run)
     t0 = time.perf_counter()
     n = len(counter.rounds)
     for k in range(n):
@@ -992,6 +998,7 @@ def _count_rounds(run: _Run, counter: Any, info: Dict[str, Any]) -> None:
         counter.begin_round()
         run.count_round(counter, k, n, r, counter.end_round_with_selected, info)
     _finish_counting(run, info, t0)
+    return run, counter, info
 
 
 # --- public calls -------------------------------------------------------------------------------
@@ -1035,11 +1042,7 @@ def _count(inputs: Any, config: TrainConfig, opts: RayOptions) -> Any:
     from .counts import Counts
     from .workdir import work_dir as _work_dir
     with _work_dir(None) as tmp:
-        counter = config.counter(tmp, 1 << 30)  # the core checks raw_vocab_size
-        warn_rounds(counter.rounds)
-        run = _Run(inputs, config, opts)
-        info = _counting_meta(counter.rounds, config.raw_vocab_size, run)
-        _count_rounds(run, counter, info)
+        _, counter, info = _count_on_cluster(inputs, config, opts, tmp, config.raw_vocab_size, 3)
         toks, counts = counter.result()
         return Counts(zip(toks, counts), info=info, characters=dict(zip(*counter.char_counts())))
 
@@ -1178,11 +1181,7 @@ def _extend(inputs: Any, plan: Any, opts: RayOptions) -> Tokenizer:
     config = plan.config
     t0 = time.perf_counter()
     with _work_dir(None) as tmp:
-        counter = config.counter(tmp, 1 << 30)  # the core checks raw_vocab_size
-        warn_rounds(counter.rounds, stacklevel=6)
-        run = _Run(inputs, config, opts)
-        info = _counting_meta(counter.rounds, plan.raw, run)
-        _count_rounds(run, counter, info)
+        run, counter, info = _count_on_cluster(inputs, config, opts, tmp, plan.raw, 6)
         ext = plan.extender(counter, info)
         del counter
 

@@ -5,12 +5,12 @@ use std::sync::{Mutex, MutexGuard};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyDict, PyList, PyString};
 
 use super::blocks::PyBlockUsage;
 use super::options::PyOptions;
 use super::tokenizer::PyCoreTokenizer;
-use super::util::{guarded, pack, str_bytes, to_py, unpack, ForkSafePool, Packed};
+use super::util::{guarded, pack_py, str_bytes, to_py, unpack, ForkSafePool, Packed, PyPacked};
 
 /// An extension run (see `crate::Extender`).
 #[pyclass(module = "cnfmce._core", name = "Extender", frozen)]
@@ -96,11 +96,10 @@ impl PyExtender {
     /// `CoreTokenizer.packed()`: what `Filter.from_packed(packed, options)` with the base's
     /// options rebuilds on a machine of a distributed run, whose `usage_of` gives what
     /// `add_usage` takes.
-    fn pass_vocabulary<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    fn pass_vocabulary<'py>(&self, py: Python<'py>) -> PyResult<PyPacked<'py>> {
         let g = self.lock();
         let e = g.as_ref().ok_or_else(|| PyValueError::new_err("the extension run is finished or closed"))?;
-        let (data, lens, ids) = pack(e.pass_vocab());
-        Ok((PyBytes::new(py, &data), PyBytes::new(py, &lens), PyBytes::new(py, &ids)))
+        Ok(pack_py(py, e.pass_vocab()))
     }
 
     /// Feeds a batch of documents to the pass in progress (GIL released).

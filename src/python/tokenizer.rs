@@ -7,7 +7,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyList, PyString};
 use super::ints::IdInts;
 use super::text::{str_data, surrogate_error, StrData};
 use super::options::PyOptions;
-use super::util::{batch_helpers, guarded, in_pool, pack, read_id, read_ids, to_py, unknown_id};
+use super::util::{batch_helpers, guarded, in_pool, pack_py, read_id, read_ids, to_py, unknown_id, PyPacked};
 use crate::tokenizer::{map_texts, OffsetUnit, SpecialMatcher, Tokenizer};
 use crate::Options;
 
@@ -395,9 +395,8 @@ impl PyCoreTokenizer {
     }
 
     /// The regular tokens packed: (concatenated bytes, u32 LE lengths, u32 LE ids), id order.
-    fn packed<'py>(&self, py: Python<'py>) -> (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>) {
-        let (data, lens, ids) = pack(self.inner.vocab().iter());
-        (PyBytes::new(py, &data), PyBytes::new(py, &lens), PyBytes::new(py, &ids))
+    fn packed<'py>(&self, py: Python<'py>) -> PyPacked<'py> {
+        pack_py(py, self.inner.vocab().iter())
     }
 
     /// Counts of the piece cache's events (replays, solves, busy and torn reads, lost writer

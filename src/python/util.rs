@@ -292,15 +292,19 @@ pub(crate) fn make_pool(num_threads: Option<usize>) -> PyResult<rayon::ThreadPoo
 /// lengths, u32 LE ids), id order.
 pub(crate) type Packed = (Vec<u8>, Vec<u8>, Vec<u8>);
 
-/// `(id, bytes)` entries packed (in their order).
-pub(crate) fn pack<'t>(entries: impl Iterator<Item = (u32, &'t [u8])>) -> Packed {
+/// A vocabulary packed as Python bytes objects: what `CoreTokenizer.packed()` and
+/// `Extender.pass_vocabulary()` return (the [`Packed`] layout).
+pub(crate) type PyPacked<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>);
+
+/// `(id, bytes)` entries packed (in their order) as Python bytes objects.
+pub(crate) fn pack_py<'py, 't>(py: Python<'py>, entries: impl Iterator<Item = (u32, &'t [u8])>) -> PyPacked<'py> {
     let (mut data, mut lens, mut ids) = (Vec::new(), Vec::new(), Vec::new());
     for (id, t) in entries {
         data.extend_from_slice(t);
         lens.extend_from_slice(&(t.len() as u32).to_le_bytes());
         ids.extend_from_slice(&id.to_le_bytes());
     }
-    (data, lens, ids)
+    (PyBytes::new(py, &data), PyBytes::new(py, &lens), PyBytes::new(py, &ids))
 }
 
 fn u32s(b: &[u8], what: &str) -> PyResult<Vec<u32>> {
