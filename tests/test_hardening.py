@@ -755,6 +755,49 @@ def test_stale_work_dirs_of_dead_runs_are_removed(tmp_path):
         live.wait()
 
 
+
+class _SwallowsCtrlC:
+    """A finalizer that takes a Ctrl-C: Python prints "Exception ignored" and goes on (Ray's
+    actor handles run Python code when dropped, and a Ctrl-C can land there)."""
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):  # the handler runs here, between bytecodes
+            pass
+
+
+def test_ctrl_c_swallowed_by_a_finalizer_is_not_lost(monkeypatch):
+    """A Ctrl-C that lands in a finalizer during a run still ends the run: the block's end (and
+    the Ray loops' checkpoints) raise it again. Without the rule it is lost (checked first)."""
+    from cnfmce.workdir import interrupts_kept, raise_if_interrupted, work_dir
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    swallowed = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: swallowed.append(u.exc_type))
+    o = _SwallowsCtrlC()
+    del o  # no rule: the interrupt is lost
+    assert swallowed == [KeyboardInterrupt]
+    with pytest.raises(KeyboardInterrupt):
+        with work_dir(None) as d:
+            o = _SwallowsCtrlC()
+            del o
+            assert os.path.isdir(d)
+    assert not os.path.exists(d)
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts_kept():
+            o = _SwallowsCtrlC()
+            del o
+            raise_if_interrupted()  # a checkpoint raises it at once
+            pytest.fail("the checkpoint did not raise")  # pragma: no cover
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with interrupts_kept():  # a quiet block ends normally: nothing left over from before
+        raise_if_interrupted()
+    # inside the blocks, no "Exception ignored" report: the interrupt is raised again instead
+    assert swallowed == [KeyboardInterrupt]
+    o = _SwallowsCtrlC()
+    del o  # the hooks are back
+    assert swallowed == [KeyboardInterrupt] * 2
+
+
 # --- 9. early validation, locations, detection, pipes, warnings --------------------------------------------
 
 def test_output_directory_fails_before_training(tmp_path, big_jsonl):

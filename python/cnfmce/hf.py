@@ -70,7 +70,7 @@ import codecs
 import json
 import os
 from collections.abc import Sequence as _SequenceABC
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 try:
     import transformers

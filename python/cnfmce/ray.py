@@ -55,6 +55,7 @@ from ._blocks import (Block, batches, decompressed_size, estimate_text_bytes, it
 from .config import TrainConfig, counting_info, report_metadata, warn_rounds
 from .corpus import Documents, classify_inputs
 from .errors import CnfmceError
+from .workdir import raise_if_interrupted, work_dir
 from .tokenizer import DEFAULT_BOUNDARY_PENALTY, Tokenizer
 
 __all__ = ["count", "train", "train_from_counts", "extend", "tokenize_corpus", "ClusterError",
@@ -356,14 +357,13 @@ def _map_count(block: AnyBlock, round_: Tuple[int, int, int], survivors_box: Seq
     its statistics."""
     import numpy as np
     from .readers import peak_rss_bytes as _peak_rss_bytes
-    from .workdir import work_dir as _work_dir
     if kill_marker is not None and not os.path.exists(kill_marker):
         with open(kill_marker, "w"):
             pass
         os._exit(1)  # the worker dies mid-round: Ray retries the task elsewhere
     t0 = time.perf_counter()
     survivors = _survivors(survivors_box)
-    with _work_dir(tmp_dir) as tmp:
+    with work_dir(tmp_dir) as tmp:
         _, budget = memory_budget(memory_limit)
         bc = _core.BlockCounter(round_, budget, os.path.join(tmp, ""), threads)
         for docs, _ in _block_batches(block):
@@ -385,10 +385,9 @@ def _reduce_select(selector: Any, part_refs: Sequence[Any], memory_limit: int,
                    tmp_dir: Optional[str], threads: int) -> Tuple[Any, Dict[str, Any]]:
     """Sums one partition's parts and applies the round's selector."""
     from .readers import peak_rss_bytes as _peak_rss_bytes
-    from .workdir import work_dir as _work_dir
     ray = _ray()
     t0 = time.perf_counter()
-    with _work_dir(tmp_dir) as tmp:
+    with work_dir(tmp_dir) as tmp:
         _, budget = memory_budget(memory_limit)
         merger = _core.CountsMerger(budget, os.path.join(tmp, ""), threads)
         for ref in part_refs:
@@ -592,6 +591,7 @@ class _Encoding:
             try:
                 for t in ds.iter_batches(batch_size=None, batch_format="pyarrow",
                                          prefetch_batches=2):
+                    raise_if_interrupted()
                     if "error" in t.column_names:
                         import pickle
                         raise pickle.loads(t.column("error")[0].as_py())
@@ -757,6 +757,7 @@ class _Run:
         pending = list(refs)
         try:
             while pending:
+                raise_if_interrupted()
                 done, pending = ray.wait(pending, num_returns=1, timeout=0.5)
                 for r in done:
                     i = index[r.hex()]
@@ -909,6 +910,7 @@ class _Run:
             for ai in range(len(actors)):
                 feed(ai)
             while in_flight:
+                raise_if_interrupted()
                 done, _ = ray.wait([v[0] for v in in_flight.values()], num_returns=1, timeout=0.5)
                 for ref in done:
                     _, ai, i, gen = in_flight.pop(ref.hex())
@@ -1040,8 +1042,7 @@ def count(inputs: Any, raw_vocab_size: int = _core.DEFAULT_COUNT_RAW_VOCAB_SIZE,
 
 def _count(inputs: Any, config: TrainConfig, opts: RayOptions) -> Any:
     from .counts import Counts
-    from .workdir import work_dir as _work_dir
-    with _work_dir(None) as tmp:
+    with work_dir(None) as tmp:
         _, counter, info = _count_on_cluster(inputs, config, opts, tmp, config.raw_vocab_size, 3)
         toks, counts = counter.result()
         return Counts(zip(toks, counts), info=info, characters=dict(zip(*counter.char_counts())))
@@ -1097,8 +1098,7 @@ def train(inputs: Any, vocab_size: int = _core.DEFAULT_VOCAB_SIZE,
 
 
 def _train(inputs: Any, config: TrainConfig, opts: RayOptions) -> Tokenizer:
-    from .workdir import work_dir as _work_dir
-    with _work_dir(None) as tmp:
+    with work_dir(None) as tmp:
         trainer = config.trainer(tmp, 1 << 30)
         try:
             warn_rounds(trainer.rounds)
@@ -1142,8 +1142,7 @@ def train_from_counts(counts: Any, inputs: Any, vocab_size: int = _core.DEFAULT_
 
 
 def _train_from_counts(counts: Any, inputs: Any, config: TrainConfig, opts: RayOptions) -> Tokenizer:
-    from .workdir import work_dir as _work_dir
-    with _work_dir(None) as tmp:
+    with work_dir(None) as tmp:
         trainer = config.counts_trainer(counts, tmp)
         try:
             run = _Run(inputs, config, opts)
@@ -1177,10 +1176,9 @@ def _extend(inputs: Any, plan: Any, opts: RayOptions) -> Tokenizer:
     partitioned rounds of :func:`count`, then its passes with :meth:`_Run.filter_pass`: each
     pass's vocabulary (the base and the candidates left) goes to the filter actors, their usage
     is summed into the core's run, which cuts the candidates as locally."""
-    from .workdir import work_dir as _work_dir
     config = plan.config
     t0 = time.perf_counter()
-    with _work_dir(None) as tmp:
+    with work_dir(None) as tmp:
         run, counter, info = _count_on_cluster(inputs, config, opts, tmp, plan.raw, 6)
         ext = plan.extender(counter, info)
         del counter

@@ -91,14 +91,14 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
 from .corpus import PathLike, is_path_list, iter_file
 from .errors import CnfmceError, CorpusError
 from .tokenizer import useful_threads
-from .workdir import _sigterm_cleans_up
+from .workdir import _sigterm_cleans_up, interrupts_kept
 
 __all__ = ["tokenize_corpus", "FORMATS", "DEFAULT_SHARD_SIZE", "MANIFEST", "EOS_NAMES",
            "default_eos", "parse_size", "read_manifest", "tokenizer_sha256"]
@@ -1168,8 +1168,9 @@ def tokenize_corpus(tokenizer: Any, inputs: Any, output: PathLike, *, format: st
     _prepare_outdir(out)
     lock = _lock_outdir(out)
     try:
-        # SIGTERM unwinds like Ctrl-C (the shard being written is removed), then ends the process
-        with _sigterm_cleans_up():
+        # SIGTERM unwinds like Ctrl-C (the shard being written is removed), then ends the process;
+        # a Ctrl-C that lands in a finalizer (Ray's handles) is not lost
+        with _sigterm_cleans_up(), interrupts_kept():
             return _tokenize_locked(tok, out, format, dt, size, field, eos_t, bos_t, paths, docs,
                                     input_info, remote, num_threads, resume, progress, batch_chars)
     finally:

@@ -28,8 +28,8 @@ import base64
 import hashlib
 import html
 import os
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, List, Optional, Sequence
 
 import numpy as np
 

@@ -1,6 +1,7 @@
 """The private temporary directory of a training run (``cnfmce-<pid>-XXXX``, locked while the run
 lives, removed at the end, on an exception, Ctrl-C or SIGTERM), where spooled inputs and spilled
-counting runs go; and the removal of the ones that killed runs left behind."""
+counting runs go; the removal of the ones that killed runs left behind; and the signal rules of
+long runs (SIGTERM cleans up like Ctrl-C; a Ctrl-C is never swallowed)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import tempfile
 import threading
 from typing import Any, Iterator, List, Optional
 
-__all__ = ["WORK_DIR_PREFIX", "remove_stale_work_dirs", "work_dir"]
+__all__ = ["WORK_DIR_PREFIX", "interrupts_kept", "raise_if_interrupted", "remove_stale_work_dirs",
+           "work_dir"]
 
 WORK_DIR_PREFIX = "cnfmce-"
 _LOCK_NAME = ".cnfmce-lock"
@@ -60,6 +62,64 @@ def _sigterm_cleans_up() -> Iterator[None]:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+#: set by the SIGINT handler of :func:`interrupts_kept` (a Ctrl-C that may have been swallowed)
+_interrupted = threading.Event()
+
+
+@contextlib.contextmanager
+def interrupts_kept() -> Iterator[None]:
+    """While the block runs, a Ctrl-C is never lost: Python ignores a KeyboardInterrupt raised
+    inside a finalizer (``__del__``, which Ray's handles run when they are dropped), so the
+    handler also records it, and the block's checkpoints (:func:`raise_if_interrupted`) and
+    its end raise it again (without the "Exception ignored" traceback Python would print for
+    it). Only in the main thread and only when SIGINT has Python's default handler; nested
+    blocks share the outer one."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    try:
+        old = signal.getsignal(signal.SIGINT)
+    except (ValueError, OSError):  # pragma: no cover - no signals here
+        old = None
+    if old is not signal.default_int_handler:
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        _interrupted.set()
+        raise KeyboardInterrupt
+
+    previous_hook = sys.unraisablehook
+
+    def unraisable(u: Any) -> None:
+        if not (isinstance(u.exc_type, type) and issubclass(u.exc_type, KeyboardInterrupt)
+                and _interrupted.is_set()):
+            previous_hook(u)
+
+    _interrupted.clear()
+    signal.signal(signal.SIGINT, handler)
+    sys.unraisablehook = unraisable
+    try:
+        yield
+        raise_if_interrupted()
+    finally:
+        if sys.unraisablehook is unraisable:
+            sys.unraisablehook = previous_hook
+        try:
+            if signal.getsignal(signal.SIGINT) is handler:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+        except ValueError:  # pragma: no cover - a generator closed from another thread
+            pass
+        _interrupted.clear()
+
+
+def raise_if_interrupted() -> None:
+    """Raises KeyboardInterrupt when a Ctrl-C came during :func:`interrupts_kept`'s block (it may
+    have been swallowed by a finalizer); a no-op otherwise."""
+    if _interrupted.is_set():
+        raise KeyboardInterrupt
+
+
 def remove_stale_work_dirs(base: Optional[str] = None) -> List[str]:
     """Removes the temporary directories (``cnfmce-<pid>-*`` under ``base``, default the system's
     temporary directory) left by training runs that were killed (SIGKILL, power loss, ...): a
@@ -99,8 +159,9 @@ def work_dir(tmp_dir: Optional[str]) -> Iterator[str]:
     """A private temporary directory ``cnfmce-<pid>-XXXX`` (under ``tmp_dir`` or the system's
     temporary directory) for spooled inputs and spilled counting runs, locked for the run's
     lifetime and removed at the end, on an exception, Ctrl-C or SIGTERM; stale ones of killed
-    runs are removed first (:func:`remove_stale_work_dirs`)."""
-    with _sigterm_cleans_up():
+    runs are removed first (:func:`remove_stale_work_dirs`). While it lives, a Ctrl-C is never
+    lost (:func:`interrupts_kept`)."""
+    with _sigterm_cleans_up(), interrupts_kept():
         remove_stale_work_dirs(tmp_dir)
         d = tempfile.mkdtemp(prefix=f"{WORK_DIR_PREFIX}{os.getpid()}-", dir=tmp_dir)
         fd = -1
