@@ -1,5 +1,6 @@
 //! Encodes a text file with a tiktoken vocabulary, for profiling the core without Python:
-//! `cargo run --release --example encode_file -- VOCAB.tiktoken TEXT [mce|fmm] [repeats]`.
+//! `cargo run --release --example encode_file -- VOCAB.tiktoken TEXT [mce|fmm] [repeats] [units]`
+//! (`units`: time `unit_starts` alone first). `benches/phases.py` runs it under a profiler.
 use std::time::Instant;
 
 use cnfmce::{Algorithm, Options, Tokenizer};
@@ -11,7 +12,9 @@ fn main() {
     let alg = if args.get(3).map(|s| s.as_str()) == Some("fmm") { Algorithm::Fmm } else { Algorithm::Mce };
     let repeats: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(5);
     let entries = cnfmce::tiktoken_entries(&vocab).expect("a tiktoken vocabulary");
-    units_only(&text);
+    if args.get(5).map(|s| s.as_str()) == Some("units") {
+        units_only(&text);
+    }
     let t0 = Instant::now();
     let tok = Tokenizer::new(entries, vec![], Options::default().with_algorithm(alg)).unwrap();
     eprintln!("built {} tokens in {:.2}s", tok.vocab().len(), t0.elapsed().as_secs_f64());
@@ -24,7 +27,6 @@ fn main() {
     eprintln!("{} tokens, {:.1} MB/s", n / repeats, (text.len() * repeats) as f64 / dt / 1e6);
 }
 
-#[allow(dead_code)]
 fn units_only(text: &[u8]) {
     let t0 = Instant::now();
     let mut v = Vec::new();

@@ -64,7 +64,8 @@ fn offer(cx: &Candidates<'_>, dist: &[f64], len: u32, id: u32, eps: f64, best: &
 
 /// The best candidate `(total, id, len)` at a position whose longest token's chain lengths fit
 /// the mask of `pat` (see the module documentation).
-#[inline(always)]
+#[cfg_attr(not(feature = "phase-profile"), inline(always))]
+#[cfg_attr(feature = "phase-profile", inline(never))]
 fn best_masked(ac: &Automaton, pat: &Pattern, cx: &Candidates<'_>, lower: (f64, f64), dist: &[f64]) -> (f64, u32, u32) {
     let (free, partial) = cx.units.masks(cx.i);
     let free = free & pat.lens;
@@ -270,6 +271,7 @@ fn min_of_sums_scalar(a: &[f64], b: &[f64]) -> f64 {
 ///
 /// With a dense root (every vocabulary's automaton) the lanes step by
 /// [`Automaton::step_dense`], which has no root case.
+#[cfg_attr(feature = "phase-profile", inline(never))]
 fn walk(ac: &Automaton, text: &[u8], a: usize, b: usize, from: u32, outs: &mut Vec<u32>, states: &mut Vec<u32>) -> u32 {
     if ac.dense_root() {
         walk_lanes::<LANES, true>(ac, text, a, b, from, outs, states)
@@ -540,6 +542,7 @@ impl Encoder {
     }
 
     /// `encode_into` with `scratch.starts` holding the unit starts of `text` (not empty).
+    #[cfg_attr(feature = "phase-profile", inline(never))]
     fn encode_annotated(&self, text: &[u8], scratch: &mut Scratch, out: &mut Vec<u32>) {
         match self.options.algorithm {
             Algorithm::Mce => {
@@ -647,6 +650,7 @@ impl Encoder {
     /// The program over the piece `text[p..q]` (`q` a cut or the end of the text, so the walk
     /// starts from the root there and no candidate ends past `q`) given `D[q] = x`; returns
     /// `D[p]`. The walk runs a chunk ahead of the program (see [`walk`]).
+    #[cfg_attr(feature = "phase-profile", inline(never))]
     fn long_piece(&self, text: &[u8], p: usize, q: usize, x: f64, scratch: &mut Scratch) -> f64 {
         let ring = scratch.dist.len() / 2;
         let mask = ring - 1;
@@ -733,6 +737,7 @@ impl Encoder {
     /// Fills `cuts` with the cut flags of `text` (see [`Scratch`]): one pass without branches,
     /// so that finding a piece's start is a bit scan, not a byte loop that mispredicts at the
     /// end of every piece.
+    #[cfg_attr(feature = "phase-profile", inline(never))]
     fn cuts(&self, text: &[u8], cuts: &mut Vec<u64>) {
         let n = text.len();
         cuts.clear();
@@ -754,7 +759,8 @@ impl Encoder {
 
     /// Up to [`PIECE_BATCH`] pieces left of `end` (> 0) into `out`, right to left, with the
     /// cache slots of the short ones prefetched (when `cache` is given: ready for this encoder); returns how many and where the last one starts.
-    #[inline(always)]
+    #[cfg_attr(not(feature = "phase-profile"), inline(always))]
+    #[cfg_attr(feature = "phase-profile", inline(never))]
     fn next_batch(&self, text: &[u8], starts: &[u8], cuts: &[u64], cache: Option<&PieceCache>, mut end: usize, out: &mut [PieceKey; PIECE_BATCH]) -> (usize, usize) {
         let mut nb = 0;
         while nb < PIECE_BATCH && end > 0 {
@@ -813,7 +819,8 @@ impl Encoder {
     /// they advance in turn, one byte each, and their latencies overlap. A piece that an
     /// earlier piece of the batch will put into the cache is walked for nothing; one whose
     /// entry an earlier piece evicts is walked by `short_piece` itself.
-    #[inline(always)]
+    #[cfg_attr(not(feature = "phase-profile"), inline(always))]
+    #[cfg_attr(feature = "phase-profile", inline(never))]
     fn walk_missing(&self, text: &[u8], batch: &[PieceKey], cache: &PieceCache, walks: &mut [[u32; PIECE_MAX]; PIECE_BATCH]) -> u64 {
         let ac = self.vocab.automaton();
         let mut lanes = [(0usize, 0usize, 0usize); PIECE_BATCH];
@@ -853,7 +860,8 @@ impl Encoder {
     /// A piece of at most [`PIECE_MAX`] bytes: replayed from the cache when it holds the piece
     /// (same bytes, same unit starts) and its margin covers `x` = D[q]; otherwise solved by
     /// [`Self::piece_program`] (from the walk `walk` when given) and remembered. Returns `D[p]`.
-    #[inline(always)]
+    #[cfg_attr(not(feature = "phase-profile"), inline(always))]
+    #[cfg_attr(feature = "phase-profile", inline(never))]
     fn short_piece(&self, text: &[u8], k: &PieceKey, x: f64, walk: Option<&[u32; PIECE_MAX]>, cache: &PieceCache, scratch: &mut Scratch) -> f64 {
         let (p, q) = (k.p, k.q);
         let found = cache.find(k);
@@ -920,6 +928,7 @@ impl Encoder {
     /// factor 2 of slack; a gap of 0 (a tie decided by the tie rule) is never reused.
     ///
     /// `walk[i - p]` is the first match at `i` of the walk from the root at `q`.
+    #[cfg_attr(feature = "phase-profile", inline(never))]
     fn piece_program(&self, p: usize, q: usize, x: f64, walk: &[u32; PIECE_MAX], scratch: &mut Scratch) -> (f64, Option<PieceEntry>) {
         let ac = self.vocab.automaton();
         let costs = self.costs;

@@ -1,0 +1,145 @@
+"""Where MCE encoding spends its time, phase by phase (a sampling profile of the Rust core).
+
+    python benches/phases.py [--vocabs o200k,cnf250k] [--categories en,code,multi,zh]
+                              [--repeats 10] [--out benches/out/phases.json]
+
+Builds ``examples/encode_file.rs`` with the ``phase-profile`` feature (the phases of the encoder
+kept out of line, so that samples land in them; the build is slower than the release one, which
+inlines them) and runs it under ``perf record -e cpu-clock`` on each shared test set: the whole
+set as one text, encoded ``--repeats`` times (the first pass meets every piece for the first
+time, the others find the short ones in the piece cache). Samples are grouped by phase and given
+as shares of the encoding's samples (the vocabulary's load and the example's own work left out).
+``cnf250k`` is the CNF 250k vocabulary of ``benches/encode.py`` (``benches/out/``, made by
+``peers.py`` or ``encode.py``). Needs ``perf`` and ``cargo``; a benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: phase -> the functions of the core whose samples it gets (see src/mce.rs)
+PHASES = {
+    "unit starts": ("cnfmce::units::unit_starts", "Utf8Chunks"),
+    "cut bitmap": ("Encoder::cuts",),
+    "finding pieces (keys, hashes, prefetch)": ("Encoder::next_batch",),
+    "short pieces: cache lookup and replay": ("Encoder::short_piece",),
+    # the first read of each piece's prefetched cache slot, and the walks of the pieces missing
+    "short pieces: cache probe, walks of misses": ("Encoder::walk_missing",),
+    "short pieces: program on a miss": ("Encoder::piece_program",),
+    "long pieces: automaton walk": ("cnfmce::mce::walk",),
+    "long pieces: candidates": ("cnfmce::mce::best_masked", "cnfmce::mce::long_chain"),
+    "long pieces: program loop": ("Encoder::long_piece", "cnfmce::runs::"),
+    "ids out (path to ids)": ("Encoder::encode_annotated",),
+    # the loop over piece batches (mce_choices, inlined into its caller), buffers
+    "other encoding work": ("Encoder::mce_choices", "Tokenizer::encode", "encode_file::main",
+                            "reset_paths", "memset", "memmove", "memcpy", "clear_page",
+                            "page_fault"),
+}
+#: not encoding: the vocabulary's load, the example's own loop
+SETUP = ("Automaton::build", "SortedKeys", "sort::", "sort_order", "memcmp", "tiktoken_entries",
+         "Vocab::", "base64", "hash_map", "_start")
+
+
+def shared() -> Path:
+    return Path(os.environ.get("CNFMCE_SHARED", str(ROOT.parent / "shared")))
+
+
+def vocab_file(name: str, tmp: Path) -> Path:
+    if name == "o200k":
+        return shared() / "vocabs" / "o200k_base.tiktoken"
+    if name == "cnf250k":
+        src = ROOT / "benches" / "out" / "cnf250k-all-m2500000.cnfmce.json"
+        if not src.exists():
+            sys.exit(f"{src} is missing: run benches/peers.py (or benches/encode.py) first")
+        import cnfmce
+        tok = cnfmce.Tokenizer.load(str(src))
+        opts = tok.options
+        if (opts["boundary_penalty"], opts["token_preference"]) != (0.05, True):
+            sys.exit(f"the example encodes with the default options, not {opts}")
+        out = tmp / "cnf250k.tiktoken"
+        with open(out, "w", encoding="ascii") as f:
+            for i, b in sorted(tok.token_bytes().items()):
+                f.write(f"{base64.b64encode(b).decode()} {i}\n")
+        return out
+    sys.exit(f"unknown vocabulary {name!r} (o200k, cnf250k)")
+
+
+def test_text(cat: str, tmp: Path) -> Path:
+    out = tmp / f"{cat}.txt"
+    with gzip.open(shared() / "corpora" / cat / "test.jsonl.gz", "rt", encoding="utf-8") as f, \
+            open(out, "w", encoding="utf-8") as w:
+        for line in f:
+            w.write(json.loads(line)["text"] + "\n")
+    return out
+
+
+def profile(exe: Path, vocab: Path, text: Path, repeats: int, tmp: Path) -> dict:
+    data = tmp / "perf.data"
+    run = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "1999", "-o", str(data),
+                          str(exe), str(vocab), str(text), "mce", str(repeats)],
+                         capture_output=True, text=True, check=True)
+    rate = re.search(r"([\d.]+) MB/s\s*$", run.stderr.strip())
+    rep = subprocess.run(["perf", "report", "-i", str(data), "--no-children", "--stdio",
+                          "--sort", "symbol", "--percent-limit", "0"],
+                         capture_output=True, text=True, check=True).stdout
+    shares: dict = defaultdict(float)
+    for line in rep.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+\[[.k]\]\s+(.*)$", line)
+        if not m:
+            continue
+        pct, sym = float(m.group(1)), m.group(2)
+        phase = next((p for p, keys in PHASES.items() if any(k in sym for k in keys)), None)
+        if phase is None:
+            phase = "setup" if any(k in sym for k in SETUP) else "other encoding work"
+        if pct >= 0.3 and os.environ.get("PHASES_DEBUG"):
+            print(f"  {pct:5.2f}% {phase:40} {sym.strip()[:90]}", file=sys.stderr)
+        shares[phase] += pct
+    enc = sum(v for k, v in shares.items() if k != "setup")
+    return {"mb_per_s_profile_build": float(rate.group(1)) if rate else None,
+            "shares": {p: round(100 * shares.get(p, 0.0) / enc, 1) for p in PHASES}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vocabs", default="o200k,cnf250k")
+    ap.add_argument("--categories", default="en,code,multi,zh")
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--out", default=str(ROOT / "benches" / "out" / "profile.json"))
+    a = ap.parse_args()
+    subprocess.run(["cargo", "build", "-q", "--release", "--example", "encode_file",
+                    "--features", "phase-profile"], cwd=ROOT, check=True)
+    exe = ROOT / "target" / "release" / "examples" / "encode_file"
+    results: dict = {}
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        texts = {c: test_text(c, tmp) for c in a.categories.split(",")}
+        for v in a.vocabs.split(","):
+            vf = vocab_file(v, tmp)
+            for c, t in texts.items():
+                results[f"{v}/{c}"] = profile(exe, vf, t, a.repeats, tmp)
+                print(f"{v}/{c}: {results[f'{v}/{c}']}", file=sys.stderr, flush=True)
+    cols = list(results)
+    print("| phase (% of encoding samples) | " + " | ".join(cols) + " |")
+    print("|---|" + "---:|" * len(cols))
+    for p in PHASES:
+        print(f"| {p} | " + " | ".join(f"{results[c]['shares'][p]:.1f}" for c in cols) + " |")
+    print("| MB/s of the profiling build | "
+          + " | ".join(f"{results[c]['mb_per_s_profile_build']:.1f}" for c in cols) + " |")
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps({"repeats": a.repeats, "results": results}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
