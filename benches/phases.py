@@ -2,6 +2,7 @@
 
     python benches/phases.py [--vocabs o200k,cnf250k] [--categories en,code,multi,zh]
                               [--repeats 10] [--out benches/out/phases.json]
+    python benches/phases.py --instructions [--bytes 1000000] ...
 
 Builds ``examples/encode_file.rs`` with the ``phase-profile`` feature (the phases of the encoder
 kept out of line, so that samples land in them; the build is slower than the release one, which
@@ -9,8 +10,15 @@ inlines them) and runs it under ``perf record -e cpu-clock`` on each shared test
 set as one text, encoded ``--repeats`` times (the first pass meets every piece for the first
 time, the others find the short ones in the piece cache). Samples are grouped by phase and given
 as shares of the encoding's samples (the vocabulary's load and the example's own work left out).
+With ``--instructions`` the same phases are counted in instructions instead of sampled (exact and
+immune to the machine's load): ``valgrind --tool=callgrind`` on the first ``--bytes`` of each test
+set, encoded zero, one and three times; per byte of text, the first pass (every piece new) and
+each later pass (short pieces from the cache) are told apart as ``I(1) - I(0)`` and
+``(I(3) - I(1)) / 2``. (The example annotates unit starts from bytes, validating UTF-8; the
+Python API annotates them as it writes a ``str``'s UTF-8, with a vectorized path for ASCII.)
 ``cnf250k`` is the CNF 250k vocabulary of ``benches/encode.py`` (``benches/out/``, made by
-``peers.py`` or ``encode.py``). Needs ``perf`` and ``cargo``; a benchmark, not a test.
+``peers.py`` or ``encode.py``). Needs ``perf`` (or ``valgrind``) and ``cargo``; a benchmark,
+not a test.
 """
 
 from __future__ import annotations
@@ -100,9 +108,7 @@ def profile(exe: Path, vocab: Path, text: Path, repeats: int, tmp: Path) -> dict
         if not m:
             continue
         pct, sym = float(m.group(1)), m.group(2)
-        phase = next((p for p, keys in PHASES.items() if any(k in sym for k in keys)), None)
-        if phase is None:
-            phase = "setup" if any(k in sym for k in SETUP) else "other encoding work"
+        phase = phase_of(sym)
         if pct >= 0.3 and os.environ.get("PHASES_DEBUG"):
             print(f"  {pct:5.2f}% {phase:40} {sym.strip()[:90]}", file=sys.stderr)
         shares[phase] += pct
@@ -111,16 +117,80 @@ def profile(exe: Path, vocab: Path, text: Path, repeats: int, tmp: Path) -> dict
             "shares": {p: round(100 * shares.get(p, 0.0) / enc, 1) for p in PHASES}}
 
 
+def phase_of(sym: str) -> str:
+    phase = next((p for p, keys in PHASES.items() if any(k in sym for k in keys)), None)
+    if phase is None:
+        phase = "setup" if any(k in sym for k in SETUP) else "other encoding work"
+    return phase
+
+
+def instructions(exe: Path, vocab: Path, text: Path, repeats: int, tmp: Path) -> dict:
+    """Instructions per phase (callgrind, exclusive per function) of ``repeats`` passes."""
+    out = tmp / "callgrind.out"
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(exe),
+                    str(vocab), str(text), "mce", str(repeats)], capture_output=True, check=True)
+    rep = subprocess.run(["callgrind_annotate", "--threshold=100", str(out)],
+                         capture_output=True, text=True, check=True).stdout
+    counts: dict = defaultdict(int)
+    for line in rep.splitlines():
+        m = re.match(r"\s*([\d,]+) \([\s\d.]+%\)\s+(.*)$", line)
+        if m and "PROGRAM TOTALS" not in line:
+            counts[phase_of(m.group(2))] += int(m.group(1).replace(",", ""))
+    return counts
+
+
+def instruction_table(a: argparse.Namespace, exe: Path) -> None:
+    results: dict = {}
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        for v in a.vocabs.split(","):
+            vf = vocab_file(v, tmp)
+            for c in a.categories.split(","):
+                full = test_text(c, tmp)
+                text = tmp / f"{c}-head.txt"
+                data = full.read_bytes()[:a.bytes]
+                text.write_bytes(data[:len(data.decode("utf-8", "ignore").encode("utf-8"))])
+                n = text.stat().st_size
+                zero = instructions(exe, vf, text, 0, tmp)
+                one = instructions(exe, vf, text, 1, tmp)
+                three = instructions(exe, vf, text, 3, tmp)
+                row = {p: {"first": round((one.get(p, 0) - zero.get(p, 0)) / n, 1),
+                           "cached": round((three.get(p, 0) - one.get(p, 0)) / 2 / n, 1)}
+                       for p in PHASES}
+                results[f"{v}/{c}"] = {"bytes": n, "per_byte": row}
+                print(f"{v}/{c}: done", file=sys.stderr, flush=True)
+    cols = list(results)
+    print("| instructions per byte, first pass / later passes | " + " | ".join(cols) + " |")
+    print("|---|" + "---:|" * len(cols))
+    for p in list(PHASES) + ["total"]:
+        cells = []
+        for c in cols:
+            r = results[c]["per_byte"]
+            f_ = sum(x["first"] for x in r.values()) if p == "total" else r[p]["first"]
+            k_ = sum(x["cached"] for x in r.values()) if p == "total" else r[p]["cached"]
+            cells.append(f"{f_:.1f} / {k_:.1f}")
+        print(f"| {p} | " + " | ".join(cells) + " |")
+    out = Path(a.out).with_name(Path(a.out).stem + "-instructions.json")
+    out.write_text(json.dumps({"bytes": a.bytes, "results": results}, indent=1) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vocabs", default="o200k,cnf250k")
     ap.add_argument("--categories", default="en,code,multi,zh")
     ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--out", default=str(ROOT / "benches" / "out" / "profile.json"))
+    ap.add_argument("--out", default=str(ROOT / "benches" / "out" / "phases.json"))
+    ap.add_argument("--instructions", action="store_true",
+                    help="count instructions with callgrind instead of sampling time")
+    ap.add_argument("--bytes", type=int, default=1_000_000,
+                    help="with --instructions: bytes of each test set")
     a = ap.parse_args()
     subprocess.run(["cargo", "build", "-q", "--release", "--example", "encode_file",
                     "--features", "phase-profile"], cwd=ROOT, check=True)
     exe = ROOT / "target" / "release" / "examples" / "encode_file"
+    if a.instructions:
+        instruction_table(a, exe)
+        return
     results: dict = {}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)

@@ -24,7 +24,7 @@ fn main() {
         n += tok.encode(&text, None).len();
     }
     let dt = t0.elapsed().as_secs_f64();
-    eprintln!("{} tokens, {:.1} MB/s", n / repeats, (text.len() * repeats) as f64 / dt / 1e6);
+    eprintln!("{} tokens, {:.1} MB/s", n / repeats.max(1), (text.len() * repeats) as f64 / dt / 1e6);
 }
 
 fn units_only(text: &[u8]) {

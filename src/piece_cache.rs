@@ -239,7 +239,8 @@ impl PieceCache {
         // misses the TLB almost every time (1.04–1.10x, benches/README.md); a HugeBuf starts
         // at a huge-page boundary, so all of it can be (a Vec's first and last 2 MiB cannot).
         PieceCache {
-            buf: crate::mem::HugeBuf::filled(1 << bits, RawSlot([0; 8])),
+            // SAFETY: a RawSlot is plain u64s; all zero is an empty slot.
+            buf: unsafe { crate::mem::HugeBuf::zeroed(1 << bits) },
             shift: 64 - bits + WAYS.trailing_zeros(),
             full: false,
             #[cfg(any(test, feature = "cache-stats"))]
