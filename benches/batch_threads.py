@@ -1,6 +1,6 @@
 """encode_batch scaling with the CPU time of each thread (issue 11 item 2).
 
-    python benches/batch_threads.py [--categories zh,en,code,multi] [--repeats 10] [--vocab o200k_base]
+    python benches/batch_threads.py [--categories zh,en,code,multi] [--repeats 10] [--vocab o200k_base|cnf250k]
 
 For each category (the shared test set): ``encode_batch(docs, num_threads=1)`` and
 ``encode_batch(docs, num_threads=2)``, alternated, ``--repeats`` times each. Prints the wall
@@ -44,9 +44,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--vocab", default="o200k_base")
     args = ap.parse_args()
-    path = baselines.vocab_path(args.vocab)
-    tok = (cnfmce.Tokenizer.from_tiktoken(path) if args.vocab in baselines.TIKTOKEN_FILES
-           else cnfmce.Tokenizer.from_hf(path))
+    if args.vocab == "cnf250k":  # benches/encode.py's CNF 250k vocabulary (benches/out/)
+        from encode import cnf250k_path
+        tok = cnfmce.Tokenizer.load(str(cnf250k_path()))
+    else:
+        path = baselines.vocab_path(args.vocab)
+        tok = (cnfmce.Tokenizer.from_tiktoken(path) if args.vocab in baselines.TIKTOKEN_FILES
+               else cnfmce.Tokenizer.from_hf(path))
     me = os.getpid()
     print(f"cnfmce {cnfmce.__file__}, vocabulary {args.vocab}, {args.repeats} batches per setting")
     for cat in args.categories.split(","):
