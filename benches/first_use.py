@@ -17,9 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-def shared() -> Path:
-    return Path(os.environ.get("CNFMCE_SHARED", str(Path(__file__).resolve().parents[2] / "shared")))
+import baselines  # noqa: E402
 
 
 def child(vocab: str) -> None:
@@ -45,7 +45,7 @@ def child(vocab: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--vocab", default=str(shared() / "vocabs" / "o200k_base.tiktoken"))
+    ap.add_argument("--vocab", default=str(baselines.vocab_path("o200k_base")))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--pkg", action="append", default=[])
     ap.add_argument("--_child", action="store_true")

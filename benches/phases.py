@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import gzip
 import json
 import os
 import re
@@ -34,6 +33,11 @@ import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import baselines  # noqa: E402
+from encode import cnf250k_path, load_docs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,15 +64,11 @@ SETUP = ("Automaton::build", "SortedKeys", "sort::", "sort_order", "memcmp", "ti
          "Vocab::", "base64", "hash_map", "_start")
 
 
-def shared() -> Path:
-    return Path(os.environ.get("CNFMCE_SHARED", str(ROOT.parent / "shared")))
-
-
 def vocab_file(name: str, tmp: Path) -> Path:
     if name == "o200k":
-        return shared() / "vocabs" / "o200k_base.tiktoken"
+        return baselines.vocab_path("o200k_base")
     if name == "cnf250k":
-        src = ROOT / "benches" / "out" / "cnf250k-all-m2500000.cnfmce.json"
+        src = cnf250k_path()
         if not src.exists():
             sys.exit(f"{src} is missing: run benches/peers.py (or benches/encode.py) first")
         import cnfmce
@@ -85,11 +85,9 @@ def vocab_file(name: str, tmp: Path) -> Path:
 
 
 def test_text(cat: str, tmp: Path) -> Path:
+    """The category's whole test set as one text (documents joined by newlines)."""
     out = tmp / f"{cat}.txt"
-    with gzip.open(shared() / "corpora" / cat / "test.jsonl.gz", "rt", encoding="utf-8") as f, \
-            open(out, "w", encoding="utf-8") as w:
-        for line in f:
-            w.write(json.loads(line)["text"] + "\n")
+    out.write_text("".join(d + "\n" for d in load_docs(cat)), encoding="utf-8")
     return out
 
 

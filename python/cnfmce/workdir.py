@@ -28,6 +28,27 @@ class _Terminated(BaseException):
     """Raised by the SIGTERM handler installed while training runs (see :func:`_sigterm_cleans_up`)."""
 
 
+def _handler_is(signum: int, expected: Any) -> bool:
+    """Whether a block may install its own handler of ``signum``: in the main thread, and only
+    when the current handler is ``expected`` (the program set none of its own)."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    try:
+        return signal.getsignal(signum) is expected
+    except (ValueError, OSError):  # pragma: no cover - no signals here
+        return False
+
+
+def _restore(signum: int, handler: Any, default: Any) -> None:
+    """Puts ``default`` back as the handler of ``signum`` if ``handler`` (a block's) is still
+    the one installed."""
+    try:
+        if signal.getsignal(signum) is handler:
+            signal.signal(signum, default)
+    except ValueError:  # pragma: no cover - a generator closed from another thread
+        pass
+
+
 @contextlib.contextmanager
 def _sigterm_cleans_up() -> Iterator[None]:
     """While the block runs, SIGTERM (``kill``, ``timeout``, Docker, Slurm, Kubernetes) unwinds
@@ -35,14 +56,7 @@ def _sigterm_cleans_up() -> Iterator[None]:
     sender expects. Only in the main thread and only when the program has no SIGTERM handler of
     its own; a signal that arrives while the core works is handled when that call returns (a
     batch, or a merge of spilled runs)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    try:
-        old = signal.getsignal(signal.SIGTERM)
-    except (ValueError, OSError):  # pragma: no cover - no signals here
-        old = None
-    if old is not signal.SIG_DFL:
+    if not _handler_is(signal.SIGTERM, signal.SIG_DFL):
         yield
         return
 
@@ -58,8 +72,7 @@ def _sigterm_cleans_up() -> Iterator[None]:
         os.kill(os.getpid(), signal.SIGTERM)  # dies here (default action)
         raise SystemExit(128 + signal.SIGTERM)  # pragma: no cover - SIGTERM blocked by the caller
     finally:
-        if signal.getsignal(signal.SIGTERM) is handler:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _restore(signal.SIGTERM, handler, signal.SIG_DFL)
 
 
 #: set by the SIGINT handler of :func:`interrupts_kept` (a Ctrl-C that may have been swallowed)
@@ -74,14 +87,7 @@ def interrupts_kept() -> Iterator[None]:
     its end raise it again (without the "Exception ignored" traceback Python would print for
     it). Only in the main thread and only when SIGINT has Python's default handler; nested
     blocks share the outer one."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    try:
-        old = signal.getsignal(signal.SIGINT)
-    except (ValueError, OSError):  # pragma: no cover - no signals here
-        old = None
-    if old is not signal.default_int_handler:
+    if not _handler_is(signal.SIGINT, signal.default_int_handler):
         yield
         return
 
@@ -105,11 +111,7 @@ def interrupts_kept() -> Iterator[None]:
     finally:
         if sys.unraisablehook is unraisable:
             sys.unraisablehook = previous_hook
-        try:
-            if signal.getsignal(signal.SIGINT) is handler:
-                signal.signal(signal.SIGINT, signal.default_int_handler)
-        except ValueError:  # pragma: no cover - a generator closed from another thread
-            pass
+        _restore(signal.SIGINT, handler, signal.default_int_handler)
         _interrupted.clear()
 
 
