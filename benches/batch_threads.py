@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cnfmce  # noqa: E402
 import baselines  # noqa: E402
-from encode import load_docs  # noqa: E402
+from encode import cnf250k_path, load_docs  # noqa: E402
 
 
 def thread_ns() -> Dict[int, int]:
@@ -45,7 +45,6 @@ def main() -> None:
     ap.add_argument("--vocab", default="o200k_base")
     args = ap.parse_args()
     if args.vocab == "cnf250k":  # benches/encode.py's CNF 250k vocabulary (benches/out/)
-        from encode import cnf250k_path
         tok = cnfmce.Tokenizer.load(str(cnf250k_path()))
     else:
         path = baselines.vocab_path(args.vocab)
